@@ -1,0 +1,203 @@
+//! A supervised RabbitMQ connection.
+//!
+//! One task owns the connection: it connects (with exponential backoff), declares the topology,
+//! hands the connection out, and when the connection fails it drops it and starts again. Users ask
+//! for the current connection and, when an operation fails, ask again: they see a new connection
+//! once the supervisor has rebuilt one. We do not enable lapin's own recovery: one recovery path,
+//! the same after a network cut as after a broker restart, is easier to reason about and to test.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use futures::StreamExt;
+use lapin::{Connection, ConnectionProperties, Event};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span, warn};
+
+use super::Topology;
+
+/// How long one connection attempt may take before it is abandoned.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the supervisor checks a connection it got no error event from.
+const HEALTH_CHECK: Duration = Duration::from_secs(1);
+
+/// A handle on the supervised connection; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Broker {
+    current: watch::Receiver<Option<Arc<Connection>>>,
+    topology: Topology,
+    generation: Arc<AtomicU64>,
+}
+
+impl Broker {
+    /// Starts the supervisor for `url`; it runs until `shutdown`, then closes the connection.
+    pub fn start(
+        url: String,
+        topology: Topology,
+        connection_name: String,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let (tx, rx) = watch::channel(None);
+        let generation = Arc::new(AtomicU64::new(0));
+        let supervisor = Supervisor {
+            url,
+            topology: topology.clone(),
+            connection_name,
+            current: tx,
+            generation: generation.clone(),
+        };
+        tokio::spawn(
+            supervisor
+                .run(shutdown)
+                .instrument(info_span!("broker_supervisor")),
+        );
+        Self {
+            current: rx,
+            topology,
+            generation,
+        }
+    }
+
+    /// The names this broker's topology uses.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Whether a connection is up and the topology declared.
+    pub fn is_ready(&self) -> bool {
+        self.current
+            .borrow()
+            .as_ref()
+            .is_some_and(|c| c.status().connected())
+    }
+
+    /// How many connections the supervisor has made so far: it changes when a connection was
+    /// rebuilt, so a user can tell that the channels it holds are stale.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Waits for a connected, declared connection; None once `shutdown` is cancelled.
+    pub async fn connection(&self, shutdown: &CancellationToken) -> Option<Arc<Connection>> {
+        let mut current = self.current.clone();
+        loop {
+            if let Some(conn) = current.borrow_and_update().as_ref()
+                && conn.status().connected()
+            {
+                return Some(conn.clone());
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return None,
+                changed = current.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                }
+                // a connection that died between checks shows up here within a second
+                _ = tokio::time::sleep(HEALTH_CHECK) => {}
+            }
+        }
+    }
+}
+
+struct Supervisor {
+    url: String,
+    topology: Topology,
+    connection_name: String,
+    current: watch::Sender<Option<Arc<Connection>>>,
+    generation: Arc<AtomicU64>,
+}
+
+impl Supervisor {
+    async fn run(self, shutdown: CancellationToken) {
+        let mut backoff = self.backoff();
+        while !shutdown.is_cancelled() {
+            match self.connect().await {
+                Ok(conn) => {
+                    let conn = Arc::new(conn);
+                    backoff = self.backoff();
+                    self.generation.fetch_add(1, Ordering::AcqRel);
+                    metrics::counter!("chime_broker_connections_total").increment(1);
+                    info!("connected to RabbitMQ, topology declared");
+                    let events = conn.events_listener();
+                    self.current.send_replace(Some(conn.clone()));
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {
+                            self.current.send_replace(None);
+                            let _ = conn.close(200, "shutting down".into()).await;
+                            return;
+                        }
+                        reason = watch_until_broken(&conn, events) => {
+                            warn!(%reason, "RabbitMQ connection lost; reconnecting");
+                            self.current.send_replace(None);
+                            let _ = conn.close(320, "reconnecting".into()).await;
+                        }
+                    }
+                }
+                Err(error) => {
+                    let delay = backoff.next().unwrap_or(Duration::from_secs(5));
+                    warn!(%error, ?delay, "cannot reach RabbitMQ; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn backoff(&self) -> impl Iterator<Item = Duration> {
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(5))
+            .with_jitter()
+            .without_max_times()
+            .build()
+    }
+
+    async fn connect(&self) -> Result<Connection, String> {
+        let properties = ConnectionProperties::default()
+            .with_connection_name(self.connection_name.clone().into());
+        let conn =
+            tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(&self.url, properties))
+                .await
+                .map_err(|_| format!("connecting timed out after {CONNECT_TIMEOUT:?}"))?
+                .map_err(|e| format!("connecting: {e}"))?;
+        let channel = conn
+            .create_channel()
+            .await
+            .map_err(|e| format!("opening a channel: {e}"))?;
+        self.topology
+            .declare(&channel)
+            .await
+            .map_err(|e| format!("declaring the topology: {e}"))?;
+        let _ = channel.close(200, "declared".into()).await;
+        Ok(conn)
+    }
+}
+
+/// Resolves when the connection reports an error or stops being connected.
+async fn watch_until_broken(
+    conn: &Connection,
+    events: impl futures::Stream<Item = Event> + Send + 'static,
+) -> String {
+    let mut events = std::pin::pin!(events);
+    let mut tick = tokio::time::interval(HEALTH_CHECK);
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Event::Error(error)) => return error.to_string(),
+                Some(_) => {}
+                None => return "connection dropped".into(),
+            },
+            _ = tick.tick() => {
+                if !conn.status().connected() {
+                    return "connection closed".into();
+                }
+            }
+        }
+    }
+}

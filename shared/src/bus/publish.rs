@@ -1,0 +1,96 @@
+//! Publishing with publisher confirms, and dead-lettering poison messages.
+
+use lapin::options::BasicPublishOptions;
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Channel, Confirmation};
+
+use super::Topology;
+
+/// A publish that did not reach the broker's safekeeping.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    /// The channel or connection failed.
+    #[error("AMQP: {0}")]
+    Amqp(#[from] lapin::Error),
+    /// The broker refused the message (nack).
+    #[error("the broker refused the message (nack)")]
+    Nacked,
+    /// The message could not be routed to any queue.
+    #[error("no queue is bound for {exchange} / {routing_key}")]
+    Unroutable {
+        /// Exchange.
+        exchange: String,
+        /// Routing key.
+        routing_key: String,
+    },
+}
+
+/// The properties of every chime message: persistent JSON.
+pub fn message_properties(headers: FieldTable) -> BasicProperties {
+    BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_delivery_mode(2)
+        .with_headers(headers)
+}
+
+/// Publishes one message (mandatory, persistent) and waits for the broker's confirm. The channel
+/// must be in confirm mode.
+pub async fn publish_confirmed(
+    channel: &Channel,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+    headers: FieldTable,
+) -> Result<(), BusError> {
+    let confirm = channel
+        .basic_publish(
+            exchange.into(),
+            routing_key.into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..BasicPublishOptions::default()
+            },
+            body,
+            message_properties(headers),
+        )
+        .await?
+        .await?;
+    check_confirmation(confirm, exchange, routing_key)
+}
+
+/// Turns a confirmation into success, or the reason the message is not safe.
+pub fn check_confirmation(
+    confirm: Confirmation,
+    exchange: &str,
+    routing_key: &str,
+) -> Result<(), BusError> {
+    match confirm {
+        Confirmation::Ack(None) | Confirmation::NotRequested => Ok(()),
+        Confirmation::Ack(Some(_returned)) => Err(BusError::Unroutable {
+            exchange: exchange.to_string(),
+            routing_key: routing_key.to_string(),
+        }),
+        Confirmation::Nack(_) => Err(BusError::Nacked),
+    }
+}
+
+/// Sends a message that cannot be used to the dead-letter exchange, with the reason and where it
+/// came from in its headers. The caller acks the original afterwards.
+pub async fn dead_letter(
+    channel: &Channel,
+    topology: &Topology,
+    source_queue: &str,
+    body: &[u8],
+    reason: &str,
+) -> Result<(), BusError> {
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "x-chime-reason".into(),
+        AMQPValue::LongString(LongString::from(reason)),
+    );
+    headers.insert(
+        "x-chime-source-queue".into(),
+        AMQPValue::LongString(LongString::from(source_queue)),
+    );
+    publish_confirmed(channel, &topology.dead_exchange(), "", body, headers).await
+}

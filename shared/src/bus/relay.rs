@@ -1,0 +1,300 @@
+//! The outbox relay: publishes the outbox's unsent rows with confirms and marks them sent.
+//!
+//! ```text
+//!   claim due rows (lease) ──▶ publish all, pipelined ──▶ await confirms ──▶ mark sent
+//!          ▲                                                    │ nack / broker gone
+//!          └── NOTIFY <schema>.outbox, or the poll backstop ◀── release the lease
+//! ```
+//!
+//! A crash anywhere between the claim and the mark re-publishes after the lease expires; consumers
+//! are idempotent per (task, attempt), so that costs a duplicate message, never a second run.
+//! Several relays (one per process) share the table through `FOR UPDATE SKIP LOCKED` leases.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{Channel, Connection};
+use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info_span, warn};
+
+use super::publish::{BusError, check_confirmation, message_properties};
+use super::{Broker, Topology};
+use crate::store::outbox::{self, OutboxMessage};
+use crate::store::{Store, StoreError};
+
+/// Rows claimed per round trip.
+const BATCH: i64 = 500;
+/// How long a claim protects rows from other relays.
+const LEASE: Duration = Duration::from_secs(30);
+/// The backstop when no NOTIFY arrives.
+const POLL: Duration = Duration::from_secs(1);
+/// How long published rows are kept as history.
+const RETENTION: Duration = Duration::from_secs(3600);
+/// How often published rows are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Publishes the outbox of one store through one broker.
+#[derive(Debug)]
+pub struct OutboxRelay {
+    store: Store,
+    broker: Broker,
+}
+
+enum Round {
+    /// Published this many; go again at once if the batch was full.
+    Published(usize),
+    /// The channel is unusable: get a new connection.
+    BrokerLost(BusError),
+}
+
+impl OutboxRelay {
+    /// A relay for `store` publishing through `broker`.
+    pub fn new(store: Store, broker: Broker) -> Self {
+        Self { store, broker }
+    }
+
+    /// Runs until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        self.run_inner(shutdown)
+            .instrument(info_span!("outbox_relay"))
+            .await
+    }
+
+    async fn run_inner(self, shutdown: CancellationToken) {
+        let mut listener = self.listen().await;
+        let mut last_prune = Instant::now();
+        'connection: while let Some(conn) = self.broker.connection(&shutdown).await {
+            let channel = match confirm_channel(&conn).await {
+                Ok(channel) => channel,
+                Err(error) => {
+                    warn!(%error, "cannot open a confirm channel; waiting for the broker");
+                    self.pause(&shutdown).await;
+                    continue;
+                }
+            };
+            // Queues this channel declared: a task message is never published to a group no
+            // queue is bound for, even before any worker of that group started.
+            let mut declared_groups = HashSet::new();
+            loop {
+                if shutdown.is_cancelled() {
+                    break 'connection;
+                }
+                let round = self.publish_round(&channel, &mut declared_groups).await;
+                match round {
+                    Ok(Round::Published(n)) if n as i64 >= BATCH => continue,
+                    Ok(Round::Published(_)) => {}
+                    Ok(Round::BrokerLost(error)) => {
+                        warn!(%error, "publishing failed; waiting for the broker");
+                        self.pause(&shutdown).await;
+                        continue 'connection;
+                    }
+                    Err(error) => {
+                        warn!(%error, "outbox relay database error");
+                        self.pause(&shutdown).await;
+                    }
+                }
+                if last_prune.elapsed() >= PRUNE_EVERY {
+                    last_prune = Instant::now();
+                    match outbox::prune_published(&self.store, RETENTION, 10_000).await {
+                        Ok(n) if n > 0 => debug!(rows = n, "pruned published outbox rows"),
+                        Ok(_) => {}
+                        Err(error) => warn!(%error, "pruning the outbox failed"),
+                    }
+                }
+                self.wait_for_work(&mut listener, &shutdown).await;
+            }
+        }
+        let _ = listener;
+    }
+
+    async fn listen(&self) -> Option<PgListener> {
+        let channel = self.store.outbox_channel();
+        match PgListener::connect_with(self.store.pool()).await {
+            Ok(mut listener) => match listener.listen(&channel).await {
+                Ok(()) => Some(listener),
+                Err(error) => {
+                    warn!(%error, "LISTEN failed; polling only");
+                    None
+                }
+            },
+            Err(error) => {
+                warn!(%error, "cannot open a listener connection; polling only");
+                None
+            }
+        }
+    }
+
+    /// Sleeps until a NOTIFY, the poll interval, or shutdown. A listener that lost its connection
+    /// reconnects inside `recv`; whatever was missed meanwhile is found by the next scan.
+    async fn wait_for_work(&self, listener: &mut Option<PgListener>, shutdown: &CancellationToken) {
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(POLL) => {}
+            notified = async {
+                match listener.as_mut() {
+                    Some(l) => l.recv().await.map(drop),
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Err(error) = notified {
+                    debug!(%error, "outbox listener interrupted");
+                }
+            }
+        }
+    }
+
+    async fn pause(&self, shutdown: &CancellationToken) {
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(POLL) => {}
+        }
+    }
+
+    async fn publish_round(
+        &self,
+        channel: &Channel,
+        declared_groups: &mut HashSet<String>,
+    ) -> Result<Round, StoreError> {
+        let batch = outbox::claim_due(&self.store, BATCH, LEASE).await?;
+        if batch.is_empty() {
+            return Ok(Round::Published(0));
+        }
+        let topology = self.broker.topology();
+        if let Err(error) = declare_groups(channel, topology, &batch, declared_groups).await {
+            outbox::release(&self.store, &ids(&batch)).await?;
+            return Ok(Round::BrokerLost(error.into()));
+        }
+        let started = Instant::now();
+        let (published, failed, broker_error) = publish_batch(channel, topology, &batch).await;
+        outbox::mark_published(&self.store, &published).await?;
+        outbox::release(&self.store, &failed).await?;
+        metrics::counter!("chime_outbox_published_total").increment(published.len() as u64);
+        metrics::histogram!("chime_outbox_publish_seconds").record(started.elapsed());
+        if !failed.is_empty() {
+            metrics::counter!("chime_outbox_publish_failures_total").increment(failed.len() as u64);
+        }
+        Ok(match broker_error {
+            Some(error) => Round::BrokerLost(error),
+            None => Round::Published(published.len()),
+        })
+    }
+}
+
+async fn confirm_channel(conn: &Connection) -> lapin::Result<Channel> {
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    Ok(channel)
+}
+
+async fn declare_groups(
+    channel: &Channel,
+    topology: &Topology,
+    batch: &[OutboxMessage],
+    declared: &mut HashSet<String>,
+) -> lapin::Result<()> {
+    let tasks_exchange = topology.tasks_exchange();
+    for message in batch {
+        if message.exchange == tasks_exchange && !declared.contains(&message.routing_key) {
+            topology
+                .declare_group(channel, &message.routing_key)
+                .await?;
+            declared.insert(message.routing_key.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Publishes every message before waiting for any confirm. Task messages are mandatory (a task
+/// that reaches no queue would be lost); events and commands may have no listener. Returns the ids confirmed, the ids to
+/// retry, and the channel error that ended the batch, if one did.
+async fn publish_batch(
+    channel: &Channel,
+    topology: &Topology,
+    batch: &[OutboxMessage],
+) -> (Vec<i64>, Vec<i64>, Option<BusError>) {
+    let mut pending = Vec::with_capacity(batch.len());
+    let mut failed = Vec::new();
+    let mut broker_error = None;
+    let tasks_exchange = topology.tasks_exchange();
+    for message in batch {
+        if broker_error.is_some() {
+            failed.push(message.id);
+            continue;
+        }
+        let published = channel
+            .basic_publish(
+                message.exchange.as_str().into(),
+                message.routing_key.as_str().into(),
+                BasicPublishOptions {
+                    mandatory: message.exchange == tasks_exchange,
+                    ..BasicPublishOptions::default()
+                },
+                message.body.as_bytes(),
+                message_properties(headers(message)),
+            )
+            .await;
+        match published {
+            Ok(confirm) => pending.push((message, confirm)),
+            Err(error) => {
+                failed.push(message.id);
+                broker_error = Some(BusError::from(error));
+            }
+        }
+    }
+    let confirms = join_all(pending.into_iter().map(|(message, confirm)| async move {
+        let outcome = match confirm.await {
+            Ok(confirmation) => {
+                check_confirmation(confirmation, &message.exchange, &message.routing_key)
+            }
+            Err(error) => Err(BusError::from(error)),
+        };
+        (message, outcome)
+    }))
+    .await;
+    let mut published = Vec::with_capacity(confirms.len());
+    for (message, outcome) in confirms {
+        match outcome {
+            Ok(()) => published.push(message.id),
+            // Unroutable rows cannot be fixed by retrying at once, but they can be by a later
+            // declaration; keep them and say so.
+            Err(BusError::Unroutable {
+                exchange,
+                routing_key,
+            }) => {
+                warn!(id = message.id, %exchange, %routing_key, "outbox message unroutable; will retry");
+                failed.push(message.id);
+            }
+            Err(BusError::Nacked) => failed.push(message.id),
+            Err(error @ BusError::Amqp(_)) => {
+                failed.push(message.id);
+                broker_error.get_or_insert(error);
+            }
+        }
+    }
+    (published, failed, broker_error)
+}
+
+fn headers(message: &OutboxMessage) -> FieldTable {
+    let mut table = FieldTable::default();
+    for (key, value) in message.headers.0.iter() {
+        let text = match value {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        table.insert(
+            key.as_str().into(),
+            AMQPValue::LongString(LongString::from(text)),
+        );
+    }
+    table
+}
+
+fn ids(batch: &[OutboxMessage]) -> Vec<i64> {
+    batch.iter().map(|m| m.id).collect()
+}

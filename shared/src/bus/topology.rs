@@ -1,0 +1,165 @@
+//! Names and declarations of chime's exchanges and queues, under a configurable prefix.
+//!
+//! | name                  | type                     | purpose                                   |
+//! |-----------------------|--------------------------|-------------------------------------------|
+//! | `<p>.tasks`           | direct exchange          | routing key = worker group                |
+//! | `<p>.group.<group>`   | quorum queue             | tasks for one worker group                |
+//! | `<p>.events`          | topic exchange           | `task.<status>.<group>` lifecycle events  |
+//! | `<p>.control`         | direct exchange          | kill and drain commands, key = worker id  |
+//! | `<p>.submit`          | direct exchange + queue  | ad-hoc tasks from any AMQP client         |
+//! | `<p>.dead`            | fanout exchange + queue  | poison and undeliverable messages         |
+//!
+//! Every declaration is idempotent and made after each (re)connection.
+
+use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::{Channel, ExchangeKind};
+
+/// How many times RabbitMQ redelivers a task message before it dead-letters it: a message that
+/// keeps killing its consumer must not loop forever.
+pub const DELIVERY_LIMIT: i64 = 20;
+
+/// The AMQP names of one chime installation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    prefix: String,
+}
+
+impl Topology {
+    /// Names under `prefix` (validated by the settings).
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+        }
+    }
+
+    /// The prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Direct exchange of task messages; routing key = worker group.
+    pub fn tasks_exchange(&self) -> String {
+        format!("{}.tasks", self.prefix)
+    }
+
+    /// The queue of one worker group.
+    pub fn group_queue(&self, group: &str) -> String {
+        format!("{}.group.{group}", self.prefix)
+    }
+
+    /// Topic exchange of task lifecycle events.
+    pub fn events_exchange(&self) -> String {
+        format!("{}.events", self.prefix)
+    }
+
+    /// Direct exchange of worker commands; routing key = worker id.
+    pub fn control_exchange(&self) -> String {
+        format!("{}.control", self.prefix)
+    }
+
+    /// Exchange and queue of ad-hoc submissions.
+    pub fn submit_exchange(&self) -> String {
+        format!("{}.submit", self.prefix)
+    }
+
+    /// Fanout exchange and queue of dead letters.
+    pub fn dead_exchange(&self) -> String {
+        format!("{}.dead", self.prefix)
+    }
+
+    /// Declares the exchanges and the shared queues (submit, dead).
+    pub async fn declare(&self, channel: &Channel) -> lapin::Result<()> {
+        let durable = ExchangeDeclareOptions {
+            durable: true,
+            ..ExchangeDeclareOptions::default()
+        };
+        for (name, kind) in [
+            (self.tasks_exchange(), ExchangeKind::Direct),
+            (self.events_exchange(), ExchangeKind::Topic),
+            (self.control_exchange(), ExchangeKind::Direct),
+            (self.submit_exchange(), ExchangeKind::Direct),
+            (self.dead_exchange(), ExchangeKind::Fanout),
+        ] {
+            channel
+                .exchange_declare(name.into(), kind, durable, FieldTable::default())
+                .await?;
+        }
+        let dead = self.dead_exchange();
+        channel
+            .queue_declare(
+                dead.clone().into(),
+                QueueDeclareOptions::durable(),
+                quorum(),
+            )
+            .await?;
+        channel
+            .queue_bind(
+                dead.clone().into(),
+                dead.into(),
+                ShortString::from(""),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let submit = self.submit_exchange();
+        let mut submit_args = quorum();
+        self.dead_lettered(&mut submit_args);
+        channel
+            .queue_declare(
+                submit.clone().into(),
+                QueueDeclareOptions::durable(),
+                submit_args,
+            )
+            .await?;
+        channel
+            .queue_bind(
+                submit.clone().into(),
+                submit.clone().into(),
+                submit.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Declares a worker group's queue and binds it to the tasks exchange.
+    pub async fn declare_group(&self, channel: &Channel, group: &str) -> lapin::Result<()> {
+        let queue = self.group_queue(group);
+        let mut args = quorum();
+        self.dead_lettered(&mut args);
+        channel
+            .queue_declare(queue.clone().into(), QueueDeclareOptions::durable(), args)
+            .await?;
+        channel
+            .queue_bind(
+                queue.into(),
+                self.tasks_exchange().into(),
+                group.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+    }
+
+    fn dead_lettered(&self, args: &mut FieldTable) {
+        args.insert(
+            "x-delivery-limit".into(),
+            AMQPValue::LongLongInt(DELIVERY_LIMIT),
+        );
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString(self.dead_exchange().into()),
+        );
+    }
+}
+
+fn quorum() -> FieldTable {
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
+    args
+}

@@ -1,0 +1,192 @@
+//! Settings of every chime process (DESIGN.md section 7).
+//!
+//! Layers, highest first: command-line flags (passed in as [`Overrides`]), `CHIME_*` environment
+//! variables, `DATABASE_URL` (for the database URL only), an optional `chime.toml`, defaults.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// Default PostgreSQL URL; the database is created if it does not exist.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/chime";
+/// Default RabbitMQ URL.
+pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+/// Default prefix of every AMQP name.
+pub const DEFAULT_PREFIX: &str = "chime";
+/// Default address the API listens on.
+pub const DEFAULT_API_ADDR: &str = "127.0.0.1:8080";
+/// Default address the client talks to.
+pub const DEFAULT_API_URL: &str = "http://127.0.0.1:8080";
+
+/// A setting that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The configuration file or environment holds a value of the wrong shape.
+    #[error("configuration: {0}")]
+    Invalid(#[from] config::ConfigError),
+    /// A value parsed but makes no sense.
+    #[error("configuration: {key}: {message}")]
+    Value {
+        /// The offending key.
+        key: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// Everything a chime process needs to know to reach its peers.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    /// PostgreSQL URL (`CHIME_DATABASE_URL`, else `DATABASE_URL`).
+    pub database_url: String,
+    /// RabbitMQ URL (`CHIME_AMQP_URL`).
+    pub amqp_url: String,
+    /// Prefix of every AMQP exchange and queue name (`CHIME_PREFIX`).
+    pub prefix: String,
+    /// Address the API listens on (`CHIME_API_ADDR`).
+    pub api_addr: String,
+    /// Base URL the client talks to (`CHIME_API_URL`).
+    pub api_url: String,
+    /// Bearer token required by mutating API calls, and sent by the client (`CHIME_API_TOKEN`).
+    pub api_token: Option<String>,
+    /// Size of the PostgreSQL connection pool (`CHIME_DB_POOL_SIZE`).
+    pub db_pool_size: u32,
+    /// Worker settings (`[worker]` in chime.toml, `CHIME_WORKER__…` in the environment).
+    pub worker: WorkerSettings,
+}
+
+/// Settings of a worker process.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WorkerSettings {
+    /// Worker groups (queues) this worker consumes.
+    pub groups: Vec<String>,
+    /// How many tasks it runs at once; also its prefetch.
+    pub concurrency: u16,
+    /// How many bytes of a task's output are kept (the tail).
+    pub output_tail_bytes: usize,
+    /// How long a stopping worker waits for running tasks before it leaves them to recovery.
+    pub shutdown_grace_ms: u64,
+}
+
+/// Values given on the command line; `None` leaves the lower layers in charge.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--database-url`
+    pub database_url: Option<String>,
+    /// `--amqp-url`
+    pub amqp_url: Option<String>,
+    /// `--prefix`
+    pub prefix: Option<String>,
+    /// `--api-addr`
+    pub api_addr: Option<String>,
+    /// `--api-url`
+    pub api_url: Option<String>,
+    /// `--token`
+    pub api_token: Option<String>,
+    /// `--groups`
+    pub worker_groups: Option<Vec<String>>,
+    /// `--concurrency`
+    pub worker_concurrency: Option<u16>,
+    /// `--config`: the configuration file (default `./chime.toml`, or `CHIME_CONFIG`).
+    pub config_file: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Loads the settings from every layer, flags winning.
+    pub fn load(overrides: Overrides) -> Result<Self, ConfigError> {
+        let file = overrides
+            .config_file
+            .clone()
+            .or_else(|| std::env::var_os("CHIME_CONFIG").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("chime.toml"));
+        let mut builder = config::Config::builder()
+            .set_default("database_url", DEFAULT_DATABASE_URL)?
+            .set_default("amqp_url", DEFAULT_AMQP_URL)?
+            .set_default("prefix", DEFAULT_PREFIX)?
+            .set_default("api_addr", DEFAULT_API_ADDR)?
+            .set_default("api_url", DEFAULT_API_URL)?
+            .set_default("db_pool_size", 16)?
+            .set_default("worker.groups", vec!["default"])?
+            .set_default("worker.concurrency", 16)?
+            .set_default("worker.output_tail_bytes", 64 * 1024)?
+            .set_default("worker.shutdown_grace_ms", 10_000)?
+            .add_source(
+                config::File::from(file)
+                    .format(config::FileFormat::Toml)
+                    .required(false),
+            );
+        if let Ok(url) = std::env::var("DATABASE_URL") {
+            builder = builder.set_override("database_url", url)?;
+        }
+        builder = builder.add_source(
+            config::Environment::with_prefix("CHIME")
+                .prefix_separator("_")
+                .separator("__")
+                .list_separator(",")
+                .with_list_parse_key("worker.groups")
+                .try_parsing(true),
+        );
+        // Environment sources sit below overrides, so DATABASE_URL (an override above) must not
+        // beat CHIME_DATABASE_URL: re-apply the latter explicitly.
+        if let Ok(url) = std::env::var("CHIME_DATABASE_URL") {
+            builder = builder.set_override("database_url", url)?;
+        }
+        let o = overrides;
+        builder = builder
+            .set_override_option("database_url", o.database_url)?
+            .set_override_option("amqp_url", o.amqp_url)?
+            .set_override_option("prefix", o.prefix)?
+            .set_override_option("api_addr", o.api_addr)?
+            .set_override_option("api_url", o.api_url)?
+            .set_override_option("api_token", o.api_token)?
+            .set_override_option("worker.groups", o.worker_groups)?
+            .set_override_option("worker.concurrency", o.worker_concurrency.map(i64::from))?;
+        let mut settings: Settings = builder.build()?.try_deserialize()?;
+        settings.api_token = settings.api_token.filter(|t| !t.is_empty());
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !is_valid_name(&self.prefix) {
+            return Err(ConfigError::Value {
+                key: "prefix",
+                message: format!(
+                    "{:?} must be 1-100 characters of letters, digits, '-', '_' or '.'",
+                    self.prefix
+                ),
+            });
+        }
+        if self.worker.groups.is_empty() {
+            return Err(ConfigError::Value {
+                key: "worker.groups",
+                message: "name at least one worker group".into(),
+            });
+        }
+        if let Some(bad) = self.worker.groups.iter().find(|g| !is_valid_name(g)) {
+            return Err(ConfigError::Value {
+                key: "worker.groups",
+                message: format!(
+                    "{bad:?} must be 1-100 characters of letters, digits, '-', '_' or '.'"
+                ),
+            });
+        }
+        if self.worker.concurrency == 0 {
+            return Err(ConfigError::Value {
+                key: "worker.concurrency",
+                message: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` may be used as an AMQP prefix or a worker group (it becomes part of a queue
+/// name).
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}

@@ -1,0 +1,22 @@
+//! chime-core: what every chime service shares.
+//!
+//! - [`model`]: tasks, submissions, executor specs and bus messages, with the JSON forms of the API,
+//!   the CLI and the bus;
+//! - [`store`]: the PostgreSQL job store, the source of truth; [`store::task_lifecycle`] is the one
+//!   place a task's status moves;
+//! - [`bus`]: the RabbitMQ topology, a supervised connection, publishing with confirms and the
+//!   outbox relay;
+//! - [`config`]: settings from flags, environment and `chime.toml`;
+//! - [`telemetry`]: logs and Prometheus metrics;
+//! - [`node`]: the store, broker and relay one process shares between its services.
+
+pub mod bus;
+pub mod config;
+pub mod model;
+pub mod node;
+pub mod store;
+pub mod telemetry;
+
+pub use config::Settings;
+pub use node::Node;
+pub use store::Store;

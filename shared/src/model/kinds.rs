@@ -1,0 +1,146 @@
+//! The built-in executor kinds and the shape of their `spec`.
+//!
+//! The API validates a spec with these types before it writes a task; the worker parses the same
+//! types before it runs one, so both agree on what a spec means.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Runs a process: `{"command": ["echo", "hi"]}` (argv) or `{"command": "echo hi | wc"}` (`sh -c`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellSpec {
+    /// What to run.
+    pub command: ShellCommand,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory (default: the worker's).
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// A shell task's command: an argv, or a script for `sh -c`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ShellCommand {
+    /// Executed directly, without a shell.
+    Argv(Vec<String>),
+    /// Run by `sh -c`.
+    Script(String),
+}
+
+/// Does nothing, optionally for a while: for tests and benchmarks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoopSpec {
+    /// How long to sleep before succeeding.
+    #[serde(default)]
+    pub sleep_ms: u64,
+}
+
+/// A spec that does not fit its kind.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The spec does not parse as the kind's spec.
+    #[error("invalid {kind} spec: {message}")]
+    Invalid {
+        /// The executor kind.
+        kind: &'static str,
+        /// What serde said.
+        message: String,
+    },
+    /// The shell command is empty.
+    #[error("a shell task needs a command: a non-empty argv or script")]
+    EmptyCommand,
+}
+
+/// The executor kinds every worker has.
+pub const BUILTIN_KINDS: [&str; 3] = ["shell", "http", "noop"];
+
+impl ShellSpec {
+    /// Parses and checks a shell spec.
+    pub fn parse(spec: &serde_json::Value) -> Result<Self, SpecError> {
+        let parsed: Self =
+            serde_json::from_value(spec.clone()).map_err(|e| SpecError::Invalid {
+                kind: "shell",
+                message: e.to_string(),
+            })?;
+        let empty = match &parsed.command {
+            ShellCommand::Argv(argv) => argv.first().is_none_or(|program| program.is_empty()),
+            ShellCommand::Script(script) => script.trim().is_empty(),
+        };
+        if empty {
+            return Err(SpecError::EmptyCommand);
+        }
+        Ok(parsed)
+    }
+}
+
+impl NoopSpec {
+    /// Parses a noop spec (`null` and `{}` are both an instant no-op).
+    pub fn parse(spec: &serde_json::Value) -> Result<Self, SpecError> {
+        if spec.is_null() {
+            return Ok(Self::default());
+        }
+        serde_json::from_value(spec.clone()).map_err(|e| SpecError::Invalid {
+            kind: "noop",
+            message: e.to_string(),
+        })
+    }
+}
+
+/// Checks the spec of a built-in kind. Kinds that are not built in are checked by the worker that
+/// has an executor for them.
+pub fn validate_builtin_spec(kind: &str, spec: &serde_json::Value) -> Result<(), SpecError> {
+    match kind {
+        "shell" => ShellSpec::parse(spec).map(drop),
+        "noop" => NoopSpec::parse(spec).map(drop),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shell_spec_takes_argv_or_script() {
+        let argv = ShellSpec::parse(&json!({"command": ["echo", "hi"]})).unwrap();
+        assert_eq!(
+            argv.command,
+            ShellCommand::Argv(vec!["echo".into(), "hi".into()])
+        );
+        let script = ShellSpec::parse(&json!({"command": "echo hi | wc -c"})).unwrap();
+        assert_eq!(
+            script.command,
+            ShellCommand::Script("echo hi | wc -c".into())
+        );
+    }
+
+    #[test]
+    fn shell_spec_refuses_empty_and_unknown() {
+        assert!(matches!(
+            ShellSpec::parse(&json!({"command": []})),
+            Err(SpecError::EmptyCommand)
+        ));
+        assert!(matches!(
+            ShellSpec::parse(&json!({"command": "  "})),
+            Err(SpecError::EmptyCommand)
+        ));
+        assert!(ShellSpec::parse(&json!({})).is_err());
+        assert!(ShellSpec::parse(&json!({"command": "x", "bogus": 1})).is_err());
+    }
+
+    #[test]
+    fn noop_spec_defaults() {
+        assert_eq!(NoopSpec::parse(&json!(null)).unwrap().sleep_ms, 0);
+        assert_eq!(
+            NoopSpec::parse(&json!({"sleep_ms": 5})).unwrap().sleep_ms,
+            5
+        );
+        assert!(NoopSpec::parse(&json!({"sleep_ms": -1})).is_err());
+    }
+}

@@ -1,0 +1,188 @@
+//! Messages on the bus (DESIGN.md section 6). Every message is JSON with a `v` (schema version).
+//!
+//! A message never holds state that PostgreSQL does not also hold, except a [`SubmitMessage`],
+//! which the worker writes to PostgreSQL when it first receives it.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::submission::NewTask;
+use super::task::TaskStatus;
+
+/// The schema version this build writes and reads.
+pub const MESSAGE_VERSION: u32 = 1;
+
+/// A message that cannot be used; the consumer dead-letters it with this reason.
+#[derive(Debug, thiserror::Error)]
+pub enum MessageError {
+    /// Not JSON, or not the expected shape.
+    #[error("malformed message: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// A schema version this build does not know.
+    #[error("unsupported message version {found} (this build reads {MESSAGE_VERSION})")]
+    Version {
+        /// The version found.
+        found: u32,
+    },
+}
+
+/// "Run attempt `attempt` of task `task_id`": published to `<prefix>.tasks` with the worker group as
+/// routing key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskMessage {
+    /// Schema version.
+    pub v: u32,
+    /// The task.
+    pub task_id: Uuid,
+    /// The attempt this message is for: a message for another attempt is stale.
+    pub attempt: i32,
+    /// Executor kind.
+    pub kind: String,
+    /// Worker group (also the routing key).
+    pub group: String,
+    /// The executor's input.
+    pub spec: serde_json::Value,
+    /// The task's data.
+    #[serde(default)]
+    pub data: serde_json::Value,
+    /// The data time it runs for.
+    #[serde(default)]
+    pub data_time: Option<Timestamp>,
+    /// Timeout of the attempt.
+    #[serde(default)]
+    pub timeout_ms: Option<i64>,
+    /// The OS user to run as.
+    #[serde(default)]
+    pub execute_user: Option<String>,
+}
+
+/// A task's lifecycle event: published to `<prefix>.events` with routing key
+/// `task.<status>.<group>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskEvent {
+    /// Schema version.
+    pub v: u32,
+    /// The task.
+    pub task_id: Uuid,
+    /// The attempt that produced the event.
+    pub attempt: i32,
+    /// The status the task moved to.
+    pub status: TaskStatus,
+    /// Its worker group.
+    pub group: String,
+    /// Its job, if any.
+    #[serde(default)]
+    pub job_id: Option<i64>,
+    /// Its data time.
+    #[serde(default)]
+    pub data_time: Option<Timestamp>,
+    /// Why, for failures.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// When the change was made.
+    pub at: Timestamp,
+}
+
+impl TaskEvent {
+    /// The routing key on the events exchange.
+    pub fn routing_key(&self) -> String {
+        format!("task.{}.{}", self.status, self.group)
+    }
+}
+
+/// An ad-hoc task published by any AMQP client to `<prefix>.submit`: the fields of [`NewTask`]
+/// beside `v`.
+#[derive(Debug, Clone)]
+pub struct SubmitMessage(pub NewTask);
+
+impl SubmitMessage {
+    /// Decodes a submission, refusing unknown versions and fields.
+    pub fn decode(body: &[u8]) -> Result<NewTask, MessageError> {
+        let mut value: serde_json::Value = serde_json::from_slice(body)?;
+        let version = value
+            .as_object_mut()
+            .and_then(|fields| fields.remove("v"))
+            .map(serde_json::from_value::<u32>)
+            .transpose()?;
+        match version {
+            Some(MESSAGE_VERSION) => Ok(serde_json::from_value(value)?),
+            Some(found) => Err(MessageError::Version { found }),
+            None => Err(MessageError::Malformed(serde::de::Error::missing_field(
+                "v",
+            ))),
+        }
+    }
+
+    /// Encodes a submission as a client publishes it.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut value = serde_json::to_value(&self.0).unwrap_or_default();
+        if let Some(fields) = value.as_object_mut() {
+            fields.insert("v".into(), MESSAGE_VERSION.into());
+        }
+        value.to_string().into_bytes()
+    }
+}
+
+/// Decodes a versioned message, refusing versions this build does not know.
+pub fn decode<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, MessageError> {
+    #[derive(Deserialize)]
+    struct Version {
+        v: u32,
+    }
+    let Version { v } = serde_json::from_slice(body)?;
+    if v != MESSAGE_VERSION {
+        return Err(MessageError::Version { found: v });
+    }
+    Ok(serde_json::from_slice(body)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_garbage_and_unknown_versions() {
+        assert!(matches!(
+            decode::<TaskMessage>(b"not json"),
+            Err(MessageError::Malformed(_))
+        ));
+        assert!(matches!(
+            decode::<TaskMessage>(br#"{"v":2}"#),
+            Err(MessageError::Version { found: 2 })
+        ));
+        assert!(matches!(
+            decode::<TaskMessage>(br#"{"v":1,"task_id":"x"}"#),
+            Err(MessageError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn round_trips_a_task_message() {
+        let message = TaskMessage {
+            v: MESSAGE_VERSION,
+            task_id: Uuid::now_v7(),
+            attempt: 1,
+            kind: "noop".into(),
+            group: "default".into(),
+            spec: serde_json::json!({}),
+            data: serde_json::json!({"a": 1}),
+            data_time: Some(Timestamp::UNIX_EPOCH),
+            timeout_ms: None,
+            execute_user: None,
+        };
+        let body = serde_json::to_vec(&message).unwrap();
+        assert_eq!(decode::<TaskMessage>(&body).unwrap(), message);
+    }
+
+    #[test]
+    fn decodes_a_submission() {
+        let task = SubmitMessage::decode(br#"{"v":1,"kind":"noop","group":"etl"}"#).unwrap();
+        assert_eq!(task.kind, "noop");
+        assert_eq!(task.group.as_deref(), Some("etl"));
+        assert!(SubmitMessage::decode(br#"{"kind":"noop"}"#).is_err());
+        assert!(SubmitMessage::decode(br#"{"v":1,"kind":"noop","bogus":1}"#).is_err());
+        let round = SubmitMessage(task).encode();
+        assert_eq!(SubmitMessage::decode(&round).unwrap().kind, "noop");
+    }
+}

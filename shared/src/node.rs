@@ -1,0 +1,72 @@
+//! What every chime service process shares: the settings, the store, the supervised broker
+//! connection and the outbox relay. `chime up` starts one node and runs every service on it.
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::{Broker, OutboxRelay, Topology};
+use crate::config::Settings;
+use crate::store::{Store, StoreError};
+
+/// The shared parts of one chime process.
+#[derive(Debug)]
+pub struct Node {
+    /// The process's settings.
+    pub settings: Settings,
+    /// The job store (migrated).
+    pub store: Store,
+    /// The supervised broker connection.
+    pub broker: Broker,
+    relay: JoinHandle<()>,
+}
+
+impl Node {
+    /// Connects to PostgreSQL (creating and migrating the database), starts the broker supervisor
+    /// and the outbox relay. The broker may still be unreachable when this returns: everything
+    /// that needs it waits for it, and the outbox holds what must be published.
+    pub async fn start(
+        settings: Settings,
+        role: &str,
+        shutdown: &CancellationToken,
+    ) -> Result<Self, StoreError> {
+        let store = Store::connect(&settings.database_url, settings.db_pool_size).await?;
+        let topology = Topology::new(settings.prefix.clone());
+        let name = format!("chime {role} on {}", hostname());
+        let broker = Broker::start(
+            settings.amqp_url.clone(),
+            topology,
+            name,
+            shutdown.child_token(),
+        );
+        let relay = tokio::spawn(
+            OutboxRelay::new(store.clone(), broker.clone()).run(shutdown.child_token()),
+        );
+        Ok(Self {
+            settings,
+            store,
+            broker,
+            relay,
+        })
+    }
+
+    /// The AMQP names of this installation.
+    pub fn topology(&self) -> &Topology {
+        self.broker.topology()
+    }
+
+    /// Waits for the relay to stop (after shutdown was requested) and closes the pool.
+    pub async fn stopped(self) {
+        let _ = self.relay.await;
+        self.store.close().await;
+    }
+}
+
+/// This machine's host name (for worker and connection names).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}

@@ -1,0 +1,159 @@
+//! The PostgreSQL job store: one sqlx pool per process, migrations applied at start-up.
+//!
+//! The store is the source of truth (DESIGN.md section 2). Each submodule owns the statements of one
+//! table family; a task's status moves only in [`task_lifecycle`].
+
+pub mod outbox;
+pub mod task_lifecycle;
+pub mod tasks;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
+
+/// A store operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database URL does not parse.
+    #[error("invalid database URL: {0}")]
+    InvalidUrl(#[source] sqlx::Error),
+    /// A statement or connection failed.
+    #[error("{context}: {source}")]
+    Database {
+        /// What the store was doing.
+        context: &'static str,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// Migrations could not be applied.
+    #[error("applying migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A kind that is neither built in nor routed.
+    #[error("unknown kind {0:?}: use shell, http, noop, or a kind routed to a worker group")]
+    UnknownKind(String),
+    /// No such task.
+    #[error("task {0} not found")]
+    TaskNotFound(uuid::Uuid),
+}
+
+/// Adds what the store was doing to a driver error.
+pub(crate) trait Context<T> {
+    fn context(self, context: &'static str) -> Result<T, StoreError>;
+}
+
+impl<T> Context<T> for Result<T, sqlx::Error> {
+    fn context(self, context: &'static str) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::Database { context, source })
+    }
+}
+
+/// The job store of one chime process.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: PgPool,
+    schema: Arc<str>,
+}
+
+impl Store {
+    /// Connects to `url`, creating the database if it does not exist, and applies the migrations.
+    pub async fn connect(url: &str, pool_size: u32) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url).map_err(StoreError::InvalidUrl)?;
+        ensure_database(&options).await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(pool_size.max(2))
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await
+            .context("connecting to PostgreSQL")?;
+        let store = Self::from_pool(pool).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Wraps an existing pool (no migrations).
+    pub async fn from_pool(pool: PgPool) -> Result<Self, StoreError> {
+        let schema: String = sqlx::query_scalar("SELECT current_schema()")
+            .fetch_one(&pool)
+            .await
+            .context("reading the current schema")?;
+        Ok(Self {
+            pool,
+            schema: schema.into(),
+        })
+    }
+
+    /// Applies pending migrations (idempotent; concurrent callers wait on sqlx's advisory lock).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::migrate!("../migrations").run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The schema this store lives in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The NOTIFY channel that wakes outbox relays of this schema.
+    pub fn outbox_channel(&self) -> String {
+        format!("{}.outbox", self.schema)
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .context("pinging PostgreSQL")?;
+        Ok(())
+    }
+
+    /// Closes the pool, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Creates the database named in `options` if it is missing, through the `postgres` maintenance
+/// database. Two processes racing to create it is fine: the loser sees it exists.
+async fn ensure_database(options: &PgConnectOptions) -> Result<(), StoreError> {
+    let Some(name) = options.get_database().map(str::to_owned) else {
+        return Ok(());
+    };
+    let mut admin = options
+        .clone()
+        .database("postgres")
+        .connect()
+        .await
+        .context("connecting to the postgres maintenance database")?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(&name)
+            .fetch_one(&mut admin)
+            .await
+            .context("looking up the database")?;
+    if !exists {
+        let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+        // The name is quoted as an identifier above; CREATE DATABASE takes no parameters.
+        match sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {quoted}")))
+            .execute(&mut admin)
+            .await
+        {
+            Ok(_) => tracing::info!(database = %name, "created database"),
+            // duplicate_database, or a unique violation when two creators race
+            Err(sqlx::Error::Database(e))
+                if matches!(e.code().as_deref(), Some("42P04") | Some("23505")) => {}
+            Err(e) => return Err(e).context("creating the database"),
+        }
+    }
+    let _ = admin.close().await;
+    Ok(())
+}

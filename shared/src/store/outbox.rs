@@ -1,0 +1,130 @@
+//! The outbox table: messages that follow a database change, waiting for the relay to publish
+//! them (see `bus::relay`). Rows are written by the statements that make the change; this module
+//! claims, marks and prunes them.
+
+use std::time::Duration;
+
+use sqlx::FromRow;
+use sqlx::types::Json;
+
+use super::{Context, Store, StoreError};
+
+/// A message the relay must publish.
+#[derive(Debug, Clone, FromRow)]
+pub struct OutboxMessage {
+    /// The row's id.
+    pub id: i64,
+    /// Exchange to publish to.
+    pub exchange: String,
+    /// Routing key.
+    pub routing_key: String,
+    /// The JSON body, as text.
+    pub body: String,
+    /// AMQP headers (string values).
+    pub headers: Json<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Claims up to `limit` due, unsent rows for `lease`, oldest first, skipping rows another relay
+/// holds. A relay that dies loses its lease and the rows are claimed again.
+pub async fn claim_due(
+    store: &Store,
+    limit: i64,
+    lease: Duration,
+) -> Result<Vec<OutboxMessage>, StoreError> {
+    sqlx::query_as(
+        r#"
+        UPDATE outbox o SET claimed_until = now() + make_interval(secs => $2)
+        FROM (
+            SELECT id FROM outbox
+            WHERE published_at IS NULL AND publish_at <= now()
+              AND (claimed_until IS NULL OR claimed_until < now())
+            ORDER BY publish_at, id
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ) due
+        WHERE o.id = due.id
+        RETURNING o.id, o.exchange, o.routing_key, o.body::text AS body, o.headers
+        "#,
+    )
+    .bind(limit)
+    .bind(lease.as_secs_f64())
+    .fetch_all(store.pool())
+    .await
+    .context("claiming outbox rows")
+}
+
+/// Marks rows published after the broker confirmed them.
+pub async fn mark_published(store: &Store, ids: &[i64]) -> Result<(), StoreError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query("UPDATE outbox SET published_at = now() WHERE id = ANY($1)")
+        .bind(ids)
+        .execute(store.pool())
+        .await
+        .context("marking outbox rows published")?;
+    Ok(())
+}
+
+/// Gives claimed rows back (the broker refused or went away) so any relay can retry them.
+pub async fn release(store: &Store, ids: &[i64]) -> Result<(), StoreError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE outbox SET claimed_until = NULL WHERE id = ANY($1) AND published_at IS NULL",
+    )
+    .bind(ids)
+    .execute(store.pool())
+    .await
+    .context("releasing outbox rows")?;
+    Ok(())
+}
+
+/// Deletes up to `limit` rows published longer than `retention` ago; returns how many.
+pub async fn prune_published(
+    store: &Store,
+    retention: Duration,
+    limit: i64,
+) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        r#"
+        DELETE FROM outbox WHERE id IN (
+            SELECT id FROM outbox
+            WHERE published_at < now() - make_interval(secs => $1)
+            ORDER BY id LIMIT $2
+        )
+        "#,
+    )
+    .bind(retention.as_secs_f64())
+    .bind(limit)
+    .execute(store.pool())
+    .await
+    .context("pruning the outbox")?;
+    Ok(done.rows_affected())
+}
+
+/// Rows not yet published (for tests, readiness and the dashboard).
+pub async fn unsent_count(store: &Store) -> Result<i64, StoreError> {
+    sqlx::query_scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL")
+        .fetch_one(store.pool())
+        .await
+        .context("counting unsent outbox rows")
+}
+
+/// Writes one message to the outbox inside the caller's transaction.
+pub async fn enqueue(
+    tx: &mut sqlx::PgConnection,
+    exchange: &str,
+    routing_key: &str,
+    body: &serde_json::Value,
+) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO outbox (exchange, routing_key, body) VALUES ($1, $2, $3)")
+        .bind(exchange)
+        .bind(routing_key)
+        .bind(Json(body))
+        .execute(tx)
+        .await
+        .context("writing to the outbox")?;
+    Ok(())
+}

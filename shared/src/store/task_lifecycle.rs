@@ -1,0 +1,287 @@
+//! The one place a task's status moves.
+//!
+//! ```text
+//!   trigger fire / dependency met / submit
+//!              │
+//!   waiting ───┴──▶ ready ──worker takes attempt n──▶ running ──▶ succeeded
+//!                     ▲                                  │  ├──▶ failed   (no budget left)
+//!                     │                                  │  └──▶ killed
+//!                     └───── retrying ◀──────────────────┘  (rejected or failed, budget left)
+//! ```
+//!
+//! Every transition is one statement (so one commit) fenced by `(task, attempt)`: a worker that
+//! holds a stale attempt, or a duplicate delivery, moves nothing. Every transition that others must
+//! hear about writes its bus message to the outbox in the same statement, so a message exists iff
+//! the change committed.
+
+use serde_json::json;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::{Context, Store, StoreError};
+use crate::bus::Topology;
+use crate::model::{
+    AttemptOutcome, MESSAGE_VERSION, NewTask, TaskEvent, TaskMessage, TaskResult, TaskStatus,
+    kinds::BUILTIN_KINDS,
+};
+
+/// The result of a submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Submitted {
+    /// The task's id.
+    pub id: Uuid,
+    /// False when a task with the client-chosen id already existed (nothing was written).
+    pub created: bool,
+}
+
+/// The worker that runs an attempt.
+#[derive(Debug, Clone)]
+pub struct WorkerIdentity {
+    /// Its row in `workers`.
+    pub id: Uuid,
+    /// Its human name.
+    pub name: String,
+}
+
+/// How an attempt ended, as the worker saw it.
+#[derive(Debug, Clone)]
+pub enum AttemptEnd {
+    /// It ran and succeeded.
+    Succeeded(TaskResult),
+    /// It ran and failed; `reason` is a short word (failed, timeout, error).
+    Failed {
+        /// What it produced.
+        result: TaskResult,
+        /// Why, in one word.
+        reason: &'static str,
+    },
+    /// The worker could not take it.
+    Rejected {
+        /// Why.
+        error: String,
+    },
+}
+
+/// An attempt's end, fenced by the attempt and the worker that ran it.
+#[derive(Debug, Clone)]
+pub struct FinishedAttempt<'a> {
+    /// The task message the attempt ran.
+    pub message: &'a TaskMessage,
+    /// The worker.
+    pub worker: &'a WorkerIdentity,
+    /// How it ended.
+    pub end: AttemptEnd,
+}
+
+/// Creates a `ready` ad-hoc task and its task message, in one statement.
+///
+/// The group defaults to the kind's route, else `default`. A kind that is neither built in nor
+/// routed is refused. With a client-chosen id that exists already, nothing is written.
+pub async fn submit(
+    store: &Store,
+    topology: &Topology,
+    task: NewTask,
+) -> Result<Submitted, StoreError> {
+    let builtin = BUILTIN_KINDS.contains(&task.kind.as_str());
+    let group = match (&task.group, builtin) {
+        (Some(group), true) => group.clone(),
+        _ => {
+            let route: Option<String> =
+                sqlx::query_scalar("SELECT worker_group FROM job_kind_routes WHERE kind = $1")
+                    .bind(&task.kind)
+                    .fetch_optional(store.pool())
+                    .await
+                    .context("looking up the kind's route")?;
+            match (route, &task.group, builtin) {
+                (None, _, false) => return Err(StoreError::UnknownKind(task.kind)),
+                (_, Some(group), _) => group.clone(),
+                (Some(route), None, _) => route,
+                (None, None, true) => "default".to_string(),
+            }
+        }
+    };
+    let id = task.id.unwrap_or_else(Uuid::now_v7);
+    let spec = if task.spec.is_null() {
+        json!({})
+    } else {
+        task.spec
+    };
+    let data = if task.data.is_null() {
+        json!({})
+    } else {
+        task.data
+    };
+    let message = TaskMessage {
+        v: MESSAGE_VERSION,
+        task_id: id,
+        attempt: 1,
+        kind: task.kind,
+        group,
+        spec,
+        data,
+        data_time: task.data_time,
+        timeout_ms: task.timeout_ms,
+        execute_user: task.execute_user,
+    };
+    let backoff = serde_json::to_value(task.backoff.unwrap_or_default())
+        .unwrap_or_else(|_| json!({"kind": "fixed"}));
+    let inserted: Option<Uuid> = sqlx::query_scalar(
+        r#"
+        WITH task AS (
+            INSERT INTO tasks (id, kind, spec, worker_group, priority, status, attempt,
+                               reject_retries, reject_interval_ms, failed_retries,
+                               failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                               data_time, data, submit_user, execute_user, ready_at)
+            VALUES ($1, $2, $3, $4, $5, 'ready', 1, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                    $15, $16, now())
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id
+        ), message AS (
+            INSERT INTO outbox (exchange, routing_key, body)
+            SELECT $17, $4, $18 FROM task
+        )
+        SELECT id FROM task
+        "#,
+    )
+    .bind(id)
+    .bind(&message.kind)
+    .bind(Json(&message.spec))
+    .bind(&message.group)
+    .bind(task.priority.unwrap_or(5))
+    .bind(task.reject_retries.unwrap_or(0))
+    .bind(task.reject_interval_ms.unwrap_or(3000))
+    .bind(task.failed_retries.unwrap_or(0))
+    .bind(task.failed_interval_ms.unwrap_or(3000))
+    .bind(Json(backoff))
+    .bind(message.timeout_ms)
+    .bind(task.requests_recovery.unwrap_or(false))
+    .bind(message.data_time.map(jiff_sqlx::Timestamp::from))
+    .bind(Json(&message.data))
+    .bind(&task.submit_user)
+    .bind(&message.execute_user)
+    .bind(topology.tasks_exchange())
+    .bind(Json(&message))
+    .fetch_optional(store.pool())
+    .await
+    .context("inserting the task")?;
+    Ok(Submitted {
+        id,
+        created: inserted.is_some(),
+    })
+}
+
+/// `ready → running` for exactly this attempt, recording the worker and opening the attempt's row.
+///
+/// Returns false when nothing moved: a duplicate or stale delivery, or a killed task. The caller
+/// acks and drops the message.
+pub async fn start_attempt(
+    store: &Store,
+    task_id: Uuid,
+    attempt: i32,
+    worker: &WorkerIdentity,
+) -> Result<bool, StoreError> {
+    let started: Option<Uuid> = sqlx::query_scalar(
+        r#"
+        WITH moved AS (
+            UPDATE tasks SET status = 'running', worker_id = $3, started_at = now()
+            WHERE id = $1 AND attempt = $2 AND status = 'ready'
+            RETURNING id, attempt, started_at
+        )
+        INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name, started_at)
+        SELECT id, attempt, $3, $4, started_at FROM moved
+        RETURNING task_id
+        "#,
+    )
+    .bind(task_id)
+    .bind(attempt)
+    .bind(worker.id)
+    .bind(&worker.name)
+    .fetch_optional(store.pool())
+    .await
+    .context("starting the attempt")?;
+    Ok(started.is_some())
+}
+
+/// `running → succeeded | failed` for the attempt this worker runs, closing the attempt's row and
+/// writing the task's event to the outbox.
+///
+/// Returns false when the attempt is no longer this worker's (killed, or recovered elsewhere).
+pub async fn finish_attempt(
+    store: &Store,
+    topology: &Topology,
+    finished: FinishedAttempt<'_>,
+) -> Result<bool, StoreError> {
+    let message = finished.message;
+    let (status, outcome, reason, result) = match finished.end {
+        AttemptEnd::Succeeded(result) => (
+            TaskStatus::Succeeded,
+            AttemptOutcome::Succeeded,
+            None,
+            result,
+        ),
+        AttemptEnd::Failed { result, reason } => (
+            TaskStatus::Failed,
+            AttemptOutcome::Failed,
+            Some(reason),
+            result,
+        ),
+        AttemptEnd::Rejected { error } => (
+            TaskStatus::Failed,
+            AttemptOutcome::Rejected,
+            Some("rejected"),
+            TaskResult {
+                error: Some(error),
+                ..TaskResult::default()
+            },
+        ),
+    };
+    let event = TaskEvent {
+        v: MESSAGE_VERSION,
+        task_id: message.task_id,
+        attempt: message.attempt,
+        status,
+        group: message.group.clone(),
+        job_id: None,
+        data_time: message.data_time,
+        reason: reason.map(str::to_owned),
+        // replaced by the database's finish time below
+        at: jiff::Timestamp::UNIX_EPOCH,
+    };
+    let moved: Option<Uuid> = sqlx::query_scalar(
+        r#"
+        WITH done AS (
+            UPDATE tasks SET status = $4, finished_at = now(), reason = $5, result = $6
+            WHERE id = $1 AND attempt = $2 AND status = 'running' AND worker_id = $3
+            RETURNING id, attempt, job_id, finished_at
+        ), attempt AS (
+            UPDATE task_attempts a
+            SET outcome = $7, finished_at = done.finished_at, exit_code = $8, error = $9
+            FROM done
+            WHERE a.task_id = done.id AND a.attempt = done.attempt
+        ), event AS (
+            INSERT INTO outbox (exchange, routing_key, body)
+            SELECT $10, $11,
+                   jsonb_set(jsonb_set($12::jsonb, '{at}', to_jsonb(done.finished_at)),
+                             '{job_id}', coalesce(to_jsonb(done.job_id), 'null'))
+            FROM done
+        )
+        SELECT id FROM done
+        "#,
+    )
+    .bind(message.task_id)
+    .bind(message.attempt)
+    .bind(finished.worker.id)
+    .bind(status.as_str())
+    .bind(reason)
+    .bind(Json(&result))
+    .bind(outcome.as_str())
+    .bind(result.exit_code)
+    .bind(&result.error)
+    .bind(topology.events_exchange())
+    .bind(event.routing_key())
+    .bind(Json(&event))
+    .fetch_optional(store.pool())
+    .await
+    .context("finishing the attempt")?;
+    Ok(moved.is_some())
+}

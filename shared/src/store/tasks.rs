@@ -1,0 +1,167 @@
+//! Reading tasks and their attempts, for the API and the CLI.
+
+use sqlx::FromRow;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::{Context, Store, StoreError};
+use crate::model::{AttemptOutcome, AttemptView, JobRef, TaskResult, TaskStatus, TaskView};
+
+/// The most tasks one list call returns.
+pub const MAX_LIST_LIMIT: i64 = 1000;
+
+#[derive(FromRow)]
+struct TaskRow {
+    id: Uuid,
+    status: String,
+    attempt: i32,
+    job_id: Option<i64>,
+    job_group: Option<String>,
+    job_name: Option<String>,
+    kind: String,
+    worker_group: String,
+    spec: Json<serde_json::Value>,
+    data: Json<serde_json::Value>,
+    data_time: Option<jiff_sqlx::Timestamp>,
+    priority: i32,
+    timeout_ms: Option<i64>,
+    reason: Option<String>,
+    created_at: jiff_sqlx::Timestamp,
+    started_at: Option<jiff_sqlx::Timestamp>,
+    finished_at: Option<jiff_sqlx::Timestamp>,
+    next_attempt_at: Option<jiff_sqlx::Timestamp>,
+    result: Option<Json<TaskResult>>,
+}
+
+/// `SELECT <task columns> FROM tasks t LEFT JOIN jobs j … <rest>`, as a static string.
+macro_rules! select_tasks {
+    ($rest:literal) => {
+        concat!(
+            "SELECT t.id, t.status, t.attempt, t.job_id, j.group_name AS job_group,
+                    j.name AS job_name, t.kind, t.worker_group, t.spec, t.data, t.data_time,
+                    t.priority, t.timeout_ms, t.reason, t.created_at, t.started_at,
+                    t.finished_at, t.next_attempt_at, t.result
+             FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id ",
+            $rest
+        )
+    };
+}
+
+impl TaskRow {
+    fn into_view(self, attempts: Vec<AttemptView>) -> Result<TaskView, StoreError> {
+        let status = self
+            .status
+            .parse::<TaskStatus>()
+            .map_err(|e| StoreError::Database {
+                context: "reading a task's status",
+                source: sqlx::Error::Decode(Box::new(e)),
+            })?;
+        let job = match (self.job_id, self.job_group, self.job_name) {
+            (Some(id), Some(group), Some(name)) => Some(JobRef { id, group, name }),
+            _ => None,
+        };
+        Ok(TaskView {
+            id: self.id,
+            status,
+            attempt: self.attempt,
+            job,
+            kind: self.kind,
+            group: self.worker_group,
+            spec: self.spec.0,
+            data: self.data.0,
+            data_time: self.data_time.map(|t| t.to_jiff()),
+            priority: self.priority,
+            timeout_ms: self.timeout_ms,
+            reason: self.reason,
+            created_at: self.created_at.to_jiff(),
+            started_at: self.started_at.map(|t| t.to_jiff()),
+            finished_at: self.finished_at.map(|t| t.to_jiff()),
+            next_attempt_at: self.next_attempt_at.map(|t| t.to_jiff()),
+            result: self.result.map(|r| r.0),
+            attempts,
+        })
+    }
+}
+
+#[derive(FromRow)]
+struct AttemptRow {
+    attempt: i32,
+    outcome: Option<String>,
+    worker_name: Option<String>,
+    started_at: jiff_sqlx::Timestamp,
+    finished_at: Option<jiff_sqlx::Timestamp>,
+    exit_code: Option<i32>,
+    error: Option<String>,
+}
+
+impl AttemptRow {
+    fn into_view(self) -> AttemptView {
+        let outcome = self.outcome.and_then(|o| {
+            serde_json::from_value::<AttemptOutcome>(serde_json::Value::String(o)).ok()
+        });
+        AttemptView {
+            attempt: self.attempt,
+            outcome,
+            worker: self.worker_name,
+            started_at: self.started_at.to_jiff(),
+            finished_at: self.finished_at.map(|t| t.to_jiff()),
+            exit_code: self.exit_code,
+            error: self.error,
+        }
+    }
+}
+
+/// One task with all its attempts.
+pub async fn get(store: &Store, id: Uuid) -> Result<TaskView, StoreError> {
+    let row: Option<TaskRow> = sqlx::query_as(select_tasks!("WHERE t.id = $1"))
+        .bind(id)
+        .fetch_optional(store.pool())
+        .await
+        .context("reading the task")?;
+    let row = row.ok_or(StoreError::TaskNotFound(id))?;
+    let attempts: Vec<AttemptRow> = sqlx::query_as(
+        "SELECT attempt, outcome, worker_name, started_at, finished_at, exit_code, error
+         FROM task_attempts WHERE task_id = $1 ORDER BY attempt",
+    )
+    .bind(id)
+    .fetch_all(store.pool())
+    .await
+    .context("reading the task's attempts")?;
+    row.into_view(attempts.into_iter().map(AttemptRow::into_view).collect())
+}
+
+/// The newest tasks, optionally of one status, without their attempts.
+pub async fn list(
+    store: &Store,
+    status: Option<TaskStatus>,
+    limit: i64,
+) -> Result<Vec<TaskView>, StoreError> {
+    let limit = limit.clamp(1, MAX_LIST_LIMIT);
+    let rows: Vec<TaskRow> = match status {
+        Some(status) => sqlx::query_as(select_tasks!(
+            "WHERE t.status = $1 ORDER BY t.id DESC LIMIT $2"
+        ))
+        .bind(status.as_str())
+        .bind(limit),
+        None => sqlx::query_as(select_tasks!("ORDER BY t.id DESC LIMIT $1")).bind(limit),
+    }
+    .fetch_all(store.pool())
+    .await
+    .context("listing tasks")?;
+    rows.into_iter()
+        .map(|row| row.into_view(Vec::new()))
+        .collect()
+}
+
+/// How many tasks are in each status (for the dashboard and benchmarks).
+pub async fn count_by_status(store: &Store) -> Result<Vec<(TaskStatus, i64)>, StoreError> {
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT status, count(*) FROM tasks GROUP BY status")
+            .fetch_all(store.pool())
+            .await
+            .context("counting tasks")?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(status, n)| status.parse().ok().map(|s| (s, n)))
+        .collect())
+}
