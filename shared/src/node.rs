@@ -18,17 +18,19 @@ pub struct Node {
     /// The supervised broker connection.
     pub broker: Broker,
     relay: JoinHandle<()>,
+    /// Stops the relay and the broker connection, after the services that use them.
+    stop: CancellationToken,
 }
 
 impl Node {
     /// Connects to PostgreSQL (creating and migrating the database), starts the broker supervisor
     /// and the outbox relay. The broker may still be unreachable when this returns: everything
     /// that needs it waits for it, and the outbox holds what must be published.
-    pub async fn start(
-        settings: Settings,
-        role: &str,
-        shutdown: &CancellationToken,
-    ) -> Result<Self, StoreError> {
+    ///
+    /// The connection and the relay outlive the services' shutdown (running attempts still ack
+    /// and publish while they drain): they stop in [`Node::stopped`].
+    pub async fn start(settings: Settings, role: &str) -> Result<Self, StoreError> {
+        let stop = CancellationToken::new();
         let store = Store::connect(&settings.database_url, settings.db_pool_size).await?;
         let topology = Topology::new(settings.prefix.clone());
         let name = format!("chime {role} on {}", hostname());
@@ -36,16 +38,16 @@ impl Node {
             settings.amqp_url.clone(),
             topology,
             name,
-            shutdown.child_token(),
+            stop.child_token(),
         );
-        let relay = tokio::spawn(
-            OutboxRelay::new(store.clone(), broker.clone()).run(shutdown.child_token()),
-        );
+        let relay =
+            tokio::spawn(OutboxRelay::new(store.clone(), broker.clone()).run(stop.child_token()));
         Ok(Self {
             settings,
             store,
             broker,
             relay,
+            stop,
         })
     }
 
@@ -54,8 +56,10 @@ impl Node {
         self.broker.topology()
     }
 
-    /// Waits for the relay to stop (after shutdown was requested) and closes the pool.
+    /// Stops the relay and the broker connection, and closes the pool. Call it once the services
+    /// running on the node have stopped.
     pub async fn stopped(self) {
+        self.stop.cancel();
         let _ = self.relay.await;
         self.store.close().await;
     }

@@ -1,1 +1,256 @@
+//! chime's end-to-end test harness: each test gets its own PostgreSQL database and AMQP prefix, so
+//! tests run in parallel against the real shared servers; services run in-process (as `chime up`
+//! runs them) and the CLI runs as a real binary.
 
+pub mod proxy;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use chime_cli::commands::services::{Services, run_until};
+use chime_core::config::{Overrides, Settings};
+use chime_core::model::{TaskStatus, TaskView};
+use chime_core::store::{Store, tasks};
+use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// The shared servers (override with CHIME_TEST_DATABASE_URL / CHIME_TEST_AMQP_URL).
+pub fn server_urls() -> (String, String) {
+    (
+        std::env::var("CHIME_TEST_DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into()),
+        std::env::var("CHIME_TEST_AMQP_URL")
+            .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into()),
+    )
+}
+
+/// A test's isolated installation: a database and an AMQP prefix of its own.
+pub struct TestEnv {
+    /// Settings pointing at the test's database and prefix.
+    pub settings: Settings,
+    /// The test's database name.
+    pub database: String,
+    /// A store on the test's database (migrated).
+    pub store: Store,
+    services: Vec<(CancellationToken, JoinHandle<Result<()>>)>,
+}
+
+impl TestEnv {
+    /// A fresh database and prefix, migrated; no service running yet.
+    pub async fn new() -> Result<Self> {
+        let (pg, amqp) = server_urls();
+        Self::with_amqp_url(&pg, &amqp).await
+    }
+
+    /// Like [`TestEnv::new`], with the services' AMQP connection going to `amqp_url` (a proxy).
+    pub async fn with_amqp_url(pg_server: &str, amqp_url: &str) -> Result<Self> {
+        let id = Uuid::now_v7().simple().to_string();
+        let suffix = &id[id.len() - 12..];
+        let database = format!("chime_test_{suffix}");
+        let port = free_port()?;
+        let settings = Settings::load(Overrides {
+            database_url: Some(format!("{pg_server}/{database}")),
+            amqp_url: Some(amqp_url.to_string()),
+            prefix: Some(format!("t{suffix}")),
+            api_addr: Some(format!("127.0.0.1:{port}")),
+            api_url: Some(format!("http://127.0.0.1:{port}")),
+            config_file: Some(PathBuf::from("/nonexistent/chime.toml")),
+            ..Overrides::default()
+        })?;
+        let store = Store::connect(&settings.database_url, 4).await?;
+        Ok(Self {
+            settings,
+            database,
+            store,
+            services: Vec::new(),
+        })
+    }
+
+    /// The URL of the API (once started).
+    pub fn api_url(&self) -> &str {
+        &self.settings.api_url
+    }
+
+    /// Starts services in-process, as `chime up` would; waits until the API answers /readyz if
+    /// it is one of them, else until the broker is connected.
+    pub async fn start(&mut self, services: Services) -> Result<()> {
+        let shutdown = CancellationToken::new();
+        let settings = self.settings.clone();
+        let stop = shutdown.clone();
+        let handle = tokio::spawn(async move { run_until(settings, services, stop).await });
+        self.services.push((shutdown, handle));
+        if services.api {
+            let url = format!("{}/readyz", self.api_url());
+            eventually("the API to be ready", || async {
+                Ok(reqwest_get_status(&url).await? == 200)
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Stops every service started, cleanly, and waits for them.
+    pub async fn stop(&mut self) -> Result<()> {
+        for (shutdown, _) in &self.services {
+            shutdown.cancel();
+        }
+        for (_, handle) in self.services.drain(..) {
+            tokio::time::timeout(Duration::from_secs(30), handle)
+                .await
+                .context("services did not stop within 30 s")???;
+        }
+        Ok(())
+    }
+
+    /// A task as the store has it.
+    pub async fn task(&self, id: Uuid) -> Result<TaskView> {
+        Ok(tasks::get(&self.store, id).await?)
+    }
+
+    /// Waits until the task reaches a terminal status.
+    pub async fn wait_terminal(&self, id: Uuid) -> Result<TaskView> {
+        eventually("the task to end", || async {
+            Ok(self.task(id).await?.status.is_terminal())
+        })
+        .await?;
+        self.task(id).await
+    }
+
+    /// Waits until the task has this status.
+    pub async fn wait_status(&self, id: Uuid, status: TaskStatus) -> Result<TaskView> {
+        eventually(&format!("the task to be {status}"), || async {
+            Ok(self.task(id).await?.status == status)
+        })
+        .await?;
+        self.task(id).await
+    }
+
+    /// A direct AMQP connection to the shared broker (not through any proxy).
+    pub async fn amqp(&self) -> Result<lapin::Connection> {
+        let (_, amqp) = server_urls();
+        Ok(lapin::Connection::connect(&amqp, lapin::ConnectionProperties::default()).await?)
+    }
+
+    /// Runs the `chime` binary with this installation's settings in its environment.
+    pub async fn chime(&self, args: &[&str]) -> Result<Output> {
+        Ok(tokio::process::Command::new(chime_binary()?)
+            .args(args)
+            .env("CHIME_DATABASE_URL", &self.settings.database_url)
+            .env("CHIME_AMQP_URL", &self.settings.amqp_url)
+            .env("CHIME_PREFIX", &self.settings.prefix)
+            .env("CHIME_API_URL", &self.settings.api_url)
+            .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+            .env_remove("DATABASE_URL")
+            .env_remove("CHIME_API_TOKEN")
+            .kill_on_drop(true)
+            .output()
+            .await?)
+    }
+
+    /// Stops the services and removes the test's database, queues and exchanges.
+    pub async fn cleanup(mut self) -> Result<()> {
+        self.stop().await?;
+        self.store.close().await;
+        let topology = chime_core::bus::Topology::new(self.settings.prefix.clone());
+        let conn = self.amqp().await?;
+        let channel = conn.create_channel().await?;
+        let groups: Vec<String> = self.settings.worker.groups.clone();
+        let mut queues: Vec<String> = groups.iter().map(|g| topology.group_queue(g)).collect();
+        queues.extend([topology.submit_exchange(), topology.dead_exchange()]);
+        for queue in queues {
+            let _ = channel
+                .queue_delete(queue.into(), QueueDeleteOptions::default())
+                .await;
+        }
+        for exchange in [
+            topology.tasks_exchange(),
+            topology.events_exchange(),
+            topology.control_exchange(),
+            topology.submit_exchange(),
+            topology.dead_exchange(),
+        ] {
+            let _ = channel
+                .exchange_delete(exchange.into(), ExchangeDeleteOptions::default())
+                .await;
+        }
+        let _ = conn.close(200, "done".into()).await;
+        let (pg, _) = server_urls();
+        let admin = sqlx::PgPool::connect(&format!("{pg}/postgres")).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+            self.database
+        )))
+        .execute(&admin)
+        .await?;
+        admin.close().await;
+        Ok(())
+    }
+}
+
+/// The `chime-e2e` binary cargo built beside the test executable (`target/<profile>/`).
+pub fn chime_binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_chime-e2e") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .context("the test executable is not under target/<profile>/deps")?;
+    Ok(profile_dir.join("chime-e2e"))
+}
+
+/// Waits (polling) until `check` holds, for up to 60 s: generous, so slow machines pass.
+pub async fn eventually<F, Fut>(what: &str, mut check: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<bool>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut last_error = None;
+    loop {
+        match check().await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(error) => last_error = Some(error),
+        }
+        if tokio::time::Instant::now() > deadline {
+            match last_error {
+                Some(error) => bail!("timed out waiting for {what}; last error: {error:#}"),
+                None => bail!("timed out waiting for {what}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn reqwest_get_status(url: &str) -> Result<u16> {
+    Ok(http().get(url).send().await?.status().as_u16())
+}
+
+/// An HTTP client for calling the API directly.
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// The last non-empty line of a command's stdout.
+pub fn last_line(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}

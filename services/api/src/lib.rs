@@ -1,1 +1,128 @@
+//! chime-api: the REST API under `/api/v1` (OpenAPI document at `/api/v1/openapi.json`), the web
+//! dashboard at `/`, Prometheus metrics at `/metrics`, and `/healthz` / `/readyz`.
+//!
+//! Mutating calls need `Authorization: Bearer <token>` when a token is configured. Every error is
+//! a 4xx/5xx with a JSON body `{"error": "…"}`.
 
+pub mod auth;
+pub mod dashboard;
+pub mod error;
+pub mod routes;
+pub mod state;
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use chime_core::Node;
+use chime_core::model::MAX_PAYLOAD_BYTES;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::trace::TraceLayer;
+use tracing::info;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub use state::AppState;
+
+/// The largest request body: a task's spec and data may take [`MAX_PAYLOAD_BYTES`]; the rest is
+/// room for the other fields, so the submission check (413 with the sizes) answers first.
+const MAX_BODY_BYTES: usize = 2 * MAX_PAYLOAD_BYTES;
+
+/// The API could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiStartError {
+    /// The listen address is taken or invalid.
+    #[error("listening on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server failed.
+    #[error("serving HTTP: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "chime", description = "chime's REST API: tasks, jobs, triggers, workers."),
+    tags((name = "tasks", description = "ad-hoc tasks and task history"), (name = "workers"))
+)]
+struct ApiDoc;
+
+/// The whole application: API, OpenAPI document, dashboard, health and metrics.
+pub fn router(state: AppState) -> Router {
+    let (api, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(
+            routes::tasks::create_task,
+            routes::tasks::list_tasks
+        ))
+        .routes(routes!(routes::tasks::get_task))
+        .routes(routes!(routes::workers::list_workers))
+        .split_for_parts();
+    let openapi_json = serde_json::to_value(&openapi).unwrap_or_default();
+    let api = api
+        .route(
+            "/api/v1/openapi.json",
+            get(move || std::future::ready(axum::Json(openapi_json))),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    Router::new()
+        .merge(api)
+        .route("/", get(dashboard::index))
+        .route("/healthz", get(routes::health::healthz))
+        .route("/readyz", get(routes::health::readyz))
+        .route("/metrics", get(routes::health::metrics))
+        .fallback(|| async { error::ApiError::not_found("no such route") })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// The state for an API served on `node`.
+pub fn state(node: &Node) -> AppState {
+    AppState {
+        store: node.store.clone(),
+        broker: node.broker.clone(),
+        token: node.settings.api_token.clone(),
+        metrics: chime_core::telemetry::metrics_handle(),
+    }
+}
+
+/// Binds the configured address.
+pub async fn bind(addr: &str) -> Result<TcpListener, ApiStartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ApiStartError::Bind {
+            addr: addr.to_string(),
+            source,
+        })
+}
+
+/// Serves on `listener` until `shutdown`, then finishes in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: CancellationToken,
+) -> Result<(), ApiStartError> {
+    let addr: Option<SocketAddr> = listener.local_addr().ok();
+    info!(?addr, "API listening");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(ApiStartError::Serve)
+}
+
+/// Runs the API of `node` on its configured address until `shutdown`.
+pub async fn run(node: &Node, shutdown: CancellationToken) -> Result<(), ApiStartError> {
+    let listener = bind(&node.settings.api_addr).await?;
+    serve(listener, state(node), shutdown).await
+}

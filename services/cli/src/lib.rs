@@ -1,1 +1,207 @@
+//! The `chime` binary: runs any service, or all of them, and is the API's client.
+//!
+//! Services: `up` (api + worker in one process), `api`, `worker`, `migrate`. Client verbs talk to
+//! the API at `CHIME_API_URL`: `submit`, `task list|show`, `workers`. Errors print one
+//! `error: …` line on stderr and exit non-zero (2 for bad usage).
 
+pub mod client;
+pub mod commands;
+pub mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use chime_core::config::{Overrides, Settings};
+use chime_core::model::TaskStatus;
+use clap::{Args, Parser, Subcommand};
+
+use crate::client::ApiClient;
+use crate::commands::services::Services;
+
+/// chime: a distributed job scheduler on PostgreSQL and RabbitMQ.
+#[derive(Debug, Parser)]
+#[command(name = "chime", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct GlobalArgs {
+    /// PostgreSQL URL [env: CHIME_DATABASE_URL, DATABASE_URL]
+    #[arg(long, global = true)]
+    database_url: Option<String>,
+    /// RabbitMQ URL [env: CHIME_AMQP_URL]
+    #[arg(long, global = true)]
+    amqp_url: Option<String>,
+    /// Prefix of AMQP names [env: CHIME_PREFIX]
+    #[arg(long, global = true)]
+    prefix: Option<String>,
+    /// The API the client talks to [env: CHIME_API_URL]
+    #[arg(long, global = true)]
+    api_url: Option<String>,
+    /// Bearer token [env: CHIME_API_TOKEN]
+    #[arg(long, global = true)]
+    token: Option<String>,
+    /// Configuration file (default ./chime.toml) [env: CHIME_CONFIG]
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs every service in one process (the single-machine default).
+    Up(ServeArgs),
+    /// Runs the REST API and dashboard.
+    Api(ServeArgs),
+    /// Runs a worker.
+    Worker(ServeArgs),
+    /// Applies the database migrations (creating the database if needed).
+    Migrate,
+    /// Submits an ad-hoc task and prints its id.
+    Submit(commands::submit::SubmitArgs),
+    /// Lists or shows tasks.
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Lists workers.
+    Workers {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Address the API listens on [env: CHIME_API_ADDR]
+    #[arg(long)]
+    api_addr: Option<String>,
+    /// Worker groups to consume, comma-separated [env: CHIME_WORKER__GROUPS]
+    #[arg(long, value_delimiter = ',')]
+    groups: Option<Vec<String>>,
+    /// Tasks a worker runs at once [env: CHIME_WORKER__CONCURRENCY]
+    #[arg(long)]
+    concurrency: Option<u16>,
+}
+
+#[derive(Debug, Subcommand)]
+enum TaskCommand {
+    /// Lists the newest tasks.
+    List {
+        /// Only tasks in this status.
+        #[arg(long)]
+        status: Option<TaskStatus>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows a task and its attempts.
+    Show {
+        /// The task's id.
+        id: uuid::Uuid,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Parses the command line and runs it; the binary's `main`.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // --help and --version are not errors.
+            let code = if error.use_stderr() { 2 } else { 0 };
+            let _ = error.print();
+            return ExitCode::from(code);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn settings(global: &GlobalArgs, serve: Option<&ServeArgs>) -> Result<Settings> {
+    Ok(Settings::load(Overrides {
+        database_url: global.database_url.clone(),
+        amqp_url: global.amqp_url.clone(),
+        prefix: global.prefix.clone(),
+        api_addr: serve.and_then(|s| s.api_addr.clone()),
+        api_url: global.api_url.clone(),
+        api_token: global.token.clone(),
+        worker_groups: serve.and_then(|s| s.groups.clone()),
+        worker_concurrency: serve.and_then(|s| s.concurrency),
+        config_file: global.config.clone(),
+    })?)
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    let global = &cli.global;
+    let serving = matches!(
+        cli.command,
+        Command::Up(_) | Command::Api(_) | Command::Worker(_) | Command::Migrate
+    );
+    chime_core::telemetry::init_logging(if serving { "info" } else { "warn" });
+    match cli.command {
+        Command::Up(ref args) => {
+            let services = Services {
+                api: true,
+                worker: true,
+            };
+            commands::services::run(settings(global, Some(args))?, services).await
+        }
+        Command::Api(ref args) => {
+            let services = Services {
+                api: true,
+                worker: false,
+            };
+            commands::services::run(settings(global, Some(args))?, services).await
+        }
+        Command::Worker(ref args) => {
+            let services = Services {
+                api: false,
+                worker: true,
+            };
+            commands::services::run(settings(global, Some(args))?, services).await
+        }
+        Command::Migrate => commands::services::migrate(&settings(global, None)?).await,
+        Command::Submit(args) => {
+            commands::submit::run(&client(&settings(global, None)?)?, args).await
+        }
+        Command::Task(TaskCommand::List {
+            status,
+            limit,
+            json,
+        }) => commands::tasks::list(&client(&settings(global, None)?)?, status, limit, json).await,
+        Command::Task(TaskCommand::Show { id, json }) => {
+            commands::tasks::show(&client(&settings(global, None)?)?, id, json).await
+        }
+        Command::Workers { json } => {
+            commands::workers::list(&client(&settings(global, None)?)?, json).await
+        }
+    }
+}
+
+fn client(settings: &Settings) -> Result<ApiClient> {
+    ApiClient::new(&settings.api_url, settings.api_token.clone())
+}

@@ -1,1 +1,221 @@
+//! chime-worker: consumes worker-group queues and executes tasks.
+//!
+//! - [`consumer`]: where messages are consumed (one consumer per queue, rebuilt on reconnect);
+//! - [`delivery`]: what happens to one delivery, from decode to ack;
+//! - [`executor`]: the kinds a worker runs (shell, noop);
+//! - this file: the worker's lifetime — register, heartbeat, consume, drain, go offline.
+//!
+//! A worker also consumes `<prefix>.submit`, turning ad-hoc submissions from any AMQP client into
+//! task rows.
 
+pub mod consumer;
+pub mod delivery;
+pub mod executor;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chime_core::Node;
+use chime_core::bus::{Broker, Topology};
+use chime_core::config::WorkerSettings;
+use chime_core::node::hostname;
+use chime_core::store::task_lifecycle::WorkerIdentity;
+use chime_core::store::{Store, StoreError, workers};
+use lapin::Channel;
+use lapin::message::Delivery;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, info, info_span, warn};
+use uuid::Uuid;
+
+use crate::consumer::QueueKind;
+use crate::executor::Executors;
+
+/// A worker that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// Its registration failed.
+    #[error("registering the worker: {0}")]
+    Register(#[source] StoreError),
+}
+
+/// One running worker: what every consumer and attempt of it shares.
+#[derive(Debug)]
+pub struct Worker {
+    /// Its identity, recorded on every attempt it runs.
+    pub identity: WorkerIdentity,
+    store: Store,
+    broker: Broker,
+    concurrency: u16,
+    executors: Executors,
+    permits: Arc<Semaphore>,
+    attempts: TaskTracker,
+    /// Cancelled when the worker stops taking work.
+    draining: CancellationToken,
+    /// Cancelled when the grace period is over: running attempts are interrupted.
+    stop_attempts: CancellationToken,
+    /// Cancelled when the worker gives up on writes it could not make.
+    hard_stop: CancellationToken,
+}
+
+impl Worker {
+    fn topology(&self) -> &Topology {
+        self.broker.topology()
+    }
+
+    /// A slot to run an attempt in; None once the worker is draining.
+    async fn permit(&self) -> Option<OwnedSemaphorePermit> {
+        tokio::select! {
+            biased;
+            _ = self.draining.cancelled() => None,
+            permit = self.permits.clone().acquire_owned() => permit.ok(),
+        }
+    }
+
+    fn spawn_delivery(
+        self: &Arc<Self>,
+        channel: Channel,
+        queue: String,
+        kind: QueueKind,
+        delivery: Delivery,
+    ) {
+        let worker = self.clone();
+        self.attempts.spawn(async move {
+            match kind {
+                QueueKind::Group => delivery::handle_task(&worker, channel, &queue, delivery).await,
+                QueueKind::Submit => {
+                    delivery::handle_submission(&worker, channel, &queue, delivery).await
+                }
+            }
+        });
+    }
+}
+
+/// Runs a worker on `node` until `shutdown`, then drains: stops consuming, returns unstarted
+/// deliveries, waits up to the grace period for running attempts, and goes offline.
+pub async fn run(
+    node: &Node,
+    settings: WorkerSettings,
+    shutdown: CancellationToken,
+) -> Result<(), WorkerError> {
+    let host = hostname();
+    let id = Uuid::now_v7();
+    let short = id.simple().to_string();
+    let identity = WorkerIdentity {
+        id,
+        name: format!(
+            "{host}-{}-{}",
+            std::process::id(),
+            &short[short.len() - 4..]
+        ),
+    };
+    let executors = Executors::new(settings.output_tail_bytes);
+    let kinds = executors.kinds();
+    workers::register(
+        &node.store,
+        workers::NewWorker {
+            identity: &identity,
+            host: &host,
+            pid: std::process::id(),
+            groups: &settings.groups,
+            kinds: &kinds,
+            concurrency: settings.concurrency,
+        },
+    )
+    .await
+    .map_err(WorkerError::Register)?;
+    let worker = Arc::new(Worker {
+        identity,
+        store: node.store.clone(),
+        broker: node.broker.clone(),
+        concurrency: settings.concurrency,
+        executors,
+        permits: Arc::new(Semaphore::new(usize::from(settings.concurrency))),
+        attempts: TaskTracker::new(),
+        draining: CancellationToken::new(),
+        stop_attempts: CancellationToken::new(),
+        hard_stop: CancellationToken::new(),
+    });
+    let span = info_span!("worker", name = %worker.identity.name);
+    async {
+        info!(groups = ?settings.groups, concurrency = settings.concurrency, "worker online");
+        // Heartbeats go on while draining: a long task must not make its worker look dead.
+        let stop_heartbeat = CancellationToken::new();
+        let heartbeat = tokio::spawn(heartbeat_loop(worker.clone(), stop_heartbeat.clone()));
+        let consumers = TaskTracker::new();
+        let topology = worker.topology().clone();
+        for group in &settings.groups {
+            consumers.spawn(consumer::consume(
+                worker.clone(),
+                topology.group_queue(group),
+                QueueKind::Group,
+                worker.draining.clone(),
+            ));
+        }
+        consumers.spawn(consumer::consume(
+            worker.clone(),
+            topology.submit_exchange(),
+            QueueKind::Submit,
+            worker.draining.clone(),
+        ));
+        consumers.close();
+
+        shutdown.cancelled().await;
+        info!("draining");
+        if let Err(error) = workers::set_status(&worker.store, worker.identity.id, "draining").await
+        {
+            warn!(%error, "cannot mark the worker draining");
+        }
+        worker.draining.cancel();
+        consumers.wait().await;
+        worker.attempts.close();
+        let grace = Duration::from_millis(settings.shutdown_grace_ms);
+        if tokio::time::timeout(grace, worker.attempts.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                ?grace,
+                "running tasks outlived the grace period; interrupting them"
+            );
+            worker.stop_attempts.cancel();
+            if tokio::time::timeout(Duration::from_secs(5), worker.attempts.wait())
+                .await
+                .is_err()
+            {
+                worker.hard_stop.cancel();
+                worker.attempts.wait().await;
+            }
+        }
+        stop_heartbeat.cancel();
+        let _ = heartbeat.await;
+        if let Err(error) = workers::set_status(&worker.store, worker.identity.id, "offline").await
+        {
+            warn!(%error, "cannot mark the worker offline");
+        }
+        info!("worker offline");
+    }
+    .instrument(span)
+    .await;
+    Ok(())
+}
+
+async fn heartbeat_loop(worker: Arc<Worker>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(workers::HEARTBEAT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    async {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            match workers::heartbeat(&worker.store, worker.identity.id).await {
+                Ok(()) => metrics::counter!("chime_worker_heartbeats_total").increment(1),
+                Err(error) => warn!(%error, "heartbeat failed"),
+            }
+        }
+    }
+    .instrument(info_span!("heartbeat"))
+    .await
+}

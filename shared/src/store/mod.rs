@@ -6,6 +6,7 @@
 pub mod outbox;
 pub mod task_lifecycle;
 pub mod tasks;
+pub mod workers;
 
 use std::str::FromStr;
 use std::sync::Arc;

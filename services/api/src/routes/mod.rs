@@ -1,0 +1,5 @@
+//! The API's routes, one module per resource.
+
+pub mod health;
+pub mod tasks;
+pub mod workers;

@@ -1,0 +1,95 @@
+//! `/api/v1/tasks`: submit ad-hoc tasks, list and show them.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use chime_core::model::{NewTask, TaskStatus, TaskView};
+use chime_core::store::{task_lifecycle, tasks};
+use serde::Deserialize;
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+use crate::error::{ApiError, ApiJson, ErrorBody};
+use crate::state::AppState;
+
+/// Submits an ad-hoc task: the task and its message commit together; the message is published to
+/// the worker group's queue by the outbox relay.
+#[utoipa::path(
+    post, path = "/api/v1/tasks", tag = "tasks",
+    request_body = NewTask,
+    responses(
+        (status = 201, description = "created", body = TaskView),
+        (status = 200, description = "a task with this id existed", body = TaskView),
+        (status = 400, description = "invalid task", body = ErrorBody),
+        (status = 413, description = "payload over 1 MiB", body = ErrorBody),
+    )
+)]
+pub async fn create_task(
+    State(state): State<AppState>,
+    ApiJson(task): ApiJson<NewTask>,
+) -> Result<(StatusCode, Json<TaskView>), ApiError> {
+    task.validate()?;
+    let submitted = task_lifecycle::submit(&state.store, state.broker.topology(), task).await?;
+    metrics::counter!("chime_api_tasks_submitted_total").increment(1);
+    let view = tasks::get(&state.store, submitted.id).await?;
+    let status = if submitted.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view)))
+}
+
+/// Filters of the task list.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListParams {
+    /// Only tasks in this status.
+    status: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    limit: Option<i64>,
+}
+
+/// Lists the newest tasks, optionally of one status.
+#[utoipa::path(
+    get, path = "/api/v1/tasks", tag = "tasks",
+    params(ListParams),
+    responses(
+        (status = 200, description = "newest first", body = Vec<TaskView>),
+        (status = 400, description = "unknown status", body = ErrorBody),
+    )
+)]
+pub async fn list_tasks(
+    State(state): State<AppState>,
+    Query(params): Query<ListParams>,
+) -> Result<Json<Vec<TaskView>>, ApiError> {
+    let status = params
+        .status
+        .as_deref()
+        .map(str::parse::<TaskStatus>)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let limit = params.limit.unwrap_or(100);
+    if limit < 1 {
+        return Err(ApiError::bad_request("limit must be at least 1"));
+    }
+    Ok(Json(tasks::list(&state.store, status, limit).await?))
+}
+
+/// Shows one task with all its attempts.
+#[utoipa::path(
+    get, path = "/api/v1/tasks/{id}", tag = "tasks",
+    params(("id" = String, Path, description = "task id (UUID)")),
+    responses(
+        (status = 200, description = "the task", body = TaskView),
+        (status = 400, description = "not a UUID", body = ErrorBody),
+        (status = 404, description = "no such task", body = ErrorBody),
+    )
+)]
+pub async fn get_task(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<TaskView>, ApiError> {
+    let id = Uuid::parse_str(&id)
+        .map_err(|_| ApiError::bad_request(format!("{id:?} is not a task id (a UUID)")))?;
+    Ok(Json(tasks::get(&state.store, id).await?))
+}

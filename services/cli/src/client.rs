@@ -1,0 +1,75 @@
+//! The API client the CLI's verbs use.
+
+use anyhow::{Context, Result, anyhow};
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Talks to one chime API.
+pub struct ApiClient {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl ApiClient {
+    /// A client of the API at `base` (e.g. `http://127.0.0.1:8080`).
+    pub fn new(base: &str, token: Option<String>) -> Result<Self> {
+        // One TLS provider for the whole process: ring (no C toolchain, nothing downloaded).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("chime/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("building the HTTP client")?;
+        Ok(Self {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            token,
+        })
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let builder = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
+    }
+
+    /// GET `path` as JSON.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.send(self.request(Method::GET, path))
+            .await
+            .map(|(_, body)| body)
+    }
+
+    /// POST `body` to `path`; returns the status and the JSON answer.
+    pub async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<(StatusCode, T)> {
+        self.send(self.request(Method::POST, path).json(body)).await
+    }
+
+    async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<(StatusCode, T)> {
+        let response = request.send().await.with_context(|| {
+            format!(
+                "cannot reach the chime API at {} (is `chime up` running? set CHIME_API_URL)",
+                self.base
+            )
+        })?;
+        let status = response.status();
+        let bytes = response.bytes().await.context("reading the API's answer")?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+            return Err(anyhow!("{message} (HTTP {})", status.as_u16()));
+        }
+        let body =
+            serde_json::from_slice(&bytes).context("the API's answer is not the JSON expected")?;
+        Ok((status, body))
+    }
+}

@@ -1,0 +1,6 @@
+//! One module per group of verbs.
+
+pub mod services;
+pub mod submit;
+pub mod tasks;
+pub mod workers;

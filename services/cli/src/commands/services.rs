@@ -1,0 +1,135 @@
+//! Running services: `chime up` (everything in one process), `chime api`, `chime worker`,
+//! `chime migrate`.
+
+use anyhow::{Context, Result};
+use chime_core::config::WorkerSettings;
+use chime_core::{Node, Settings, Store};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, warn};
+
+/// Which services a process runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Services {
+    /// The REST API and dashboard.
+    pub api: bool,
+    /// A worker.
+    pub worker: bool,
+}
+
+/// Runs `services` on one node until SIGINT or SIGTERM, then stops them cleanly.
+pub async fn run(settings: Settings, services: Services) -> Result<()> {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    run_until(settings, services, shutdown).await
+}
+
+/// Runs `services` on one node until `shutdown` (tests use this to run them in-process).
+pub async fn run_until(
+    settings: Settings,
+    services: Services,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let _ = chime_core::telemetry::metrics_handle();
+    let role = match (services.api, services.worker) {
+        (true, true) => "up",
+        (true, false) => "api",
+        _ => "worker",
+    };
+    let node = Node::start(settings, role)
+        .await
+        .context("starting the node")?;
+    info!(database = %redact(&node.settings.database_url), prefix = %node.settings.prefix, "node started");
+    let worker_settings: WorkerSettings = node.settings.worker.clone();
+    let running = TaskTracker::new();
+    let failed = CancellationToken::new();
+    // Bind before spawning so a taken port is an error at start-up, not a log line.
+    let listener = if services.api {
+        Some(chime_api::bind(&node.settings.api_addr).await?)
+    } else {
+        None
+    };
+    let node = std::sync::Arc::new(node);
+    if let Some(listener) = listener {
+        let (state, stop, failed) = (chime_api::state(&node), shutdown.clone(), failed.clone());
+        running.spawn(async move {
+            if let Err(e) = chime_api::serve(listener, state, stop).await {
+                error!(error = %e, "API stopped");
+                failed.cancel();
+            }
+        });
+    }
+    if services.worker {
+        let (node, stop, failed) = (node.clone(), shutdown.clone(), failed.clone());
+        running.spawn(async move {
+            if let Err(e) = chime_worker::run(&node, worker_settings, stop).await {
+                error!(error = %e, "worker stopped");
+                failed.cancel();
+            }
+        });
+    }
+    running.close();
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = failed.cancelled() => shutdown.cancel(),
+    }
+    running.wait().await;
+    if let Ok(node) = std::sync::Arc::try_unwrap(node) {
+        node.stopped().await;
+    }
+    info!("stopped");
+    if failed.is_cancelled() {
+        anyhow::bail!("a service failed; see the log above");
+    }
+    Ok(())
+}
+
+/// Applies the migrations (creating the database if needed).
+pub async fn migrate(settings: &Settings) -> Result<()> {
+    let store = Store::connect(&settings.database_url, 2)
+        .await
+        .context("migrating the database")?;
+    println!(
+        "migrations applied to {} (schema {})",
+        redact(&settings.database_url),
+        store.schema()
+    );
+    store.close().await;
+    Ok(())
+}
+
+async fn stop_on_signal(shutdown: CancellationToken) {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            warn!(error = %e, "cannot listen for SIGTERM");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => info!("SIGINT: stopping"),
+        _ = term.recv() => info!("SIGTERM: stopping"),
+    }
+    shutdown.cancel();
+    // A second signal stops at once.
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    warn!("second signal: exiting now");
+    std::process::exit(130);
+}
+
+/// A URL without its password, for logs.
+fn redact(url: &str) -> String {
+    match url.split_once("://").and_then(|(scheme, rest)| {
+        rest.split_once('@')
+            .map(|(creds, host)| (scheme, creds, host))
+    }) {
+        Some((scheme, creds, host)) => {
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}@{host}")
+        }
+        None => url.to_string(),
+    }
+}

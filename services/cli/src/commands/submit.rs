@@ -1,0 +1,138 @@
+//! `chime submit`: an ad-hoc task through the API; prints its id on the last line.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use chime_core::model::{NewTask, TaskView};
+use clap::Args;
+use serde_json::json;
+
+use crate::client::ApiClient;
+
+/// `chime submit --kind shell --group default -- echo hi`
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Executor kind: shell, http, noop, or a kind configured on workers.
+    #[arg(long)]
+    kind: String,
+    /// Worker group (default: the kind's route, else `default`).
+    #[arg(long)]
+    group: Option<String>,
+    /// A script for `sh -c` (shell kind), instead of an argv after `--`.
+    #[arg(long, conflicts_with = "spec")]
+    script: Option<String>,
+    /// The executor's input as JSON, e.g. '{"sleep_ms": 100}' for noop; @FILE reads a file.
+    #[arg(long)]
+    spec: Option<String>,
+    /// Data for the task, as JSON; @FILE reads a file.
+    #[arg(long)]
+    data: Option<String>,
+    /// The data time it runs for (RFC 3339).
+    #[arg(long)]
+    data_time: Option<jiff::Timestamp>,
+    /// Timeout of one attempt, in milliseconds.
+    #[arg(long)]
+    timeout_ms: Option<i64>,
+    /// Priority (higher first; default 5).
+    #[arg(long)]
+    priority: Option<i32>,
+    /// The OS user to run as.
+    #[arg(long)]
+    execute_user: Option<String>,
+    /// A client-chosen task id: submitting it again makes no second task.
+    #[arg(long)]
+    id: Option<uuid::Uuid>,
+    /// Wait until the task ends; exit non-zero unless it succeeded.
+    #[arg(long)]
+    wait: bool,
+    /// Print the created task as JSON before its id.
+    #[arg(long)]
+    json: bool,
+    /// The command to run (shell kind), after `--`.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+/// Submits the task; with `--wait`, waits for its end.
+pub async fn run(client: &ApiClient, args: SubmitArgs) -> Result<()> {
+    let task = new_task(&args)?;
+    let (_, view): (_, TaskView) = client.post("/api/v1/tasks", &task).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&view)?);
+    }
+    if args.wait {
+        let done = wait_for_end(client, view.id).await?;
+        eprintln!("{} {}", done.status, done.reason.as_deref().unwrap_or(""));
+        println!("{}", view.id);
+        if done.status != chime_core::model::TaskStatus::Succeeded {
+            bail!("task {} ended {}", view.id, done.status);
+        }
+        return Ok(());
+    }
+    println!("{}", view.id);
+    Ok(())
+}
+
+fn new_task(args: &SubmitArgs) -> Result<NewTask> {
+    let spec = match (&args.spec, &args.script, args.command.is_empty()) {
+        (Some(spec), _, true) => json_arg("--spec", spec)?,
+        (Some(_), _, false) => bail!("give the command either after -- or in --spec, not both"),
+        (None, Some(script), true) => json!({ "command": script }),
+        (None, Some(_), false) => {
+            bail!("give the command either after -- or with --script, not both")
+        }
+        (None, None, false) if args.kind == "shell" => json!({ "command": args.command }),
+        (None, None, false) => bail!(
+            "only the shell kind takes a command after --; give a {} task's input with --spec JSON",
+            args.kind
+        ),
+        (None, None, true) if args.kind == "shell" => bail!(
+            "a shell task needs a command: chime submit --kind shell -- CMD [ARGS…], or --script 'CMD'"
+        ),
+        (None, None, true) => json!({}),
+    };
+    let data = match &args.data {
+        Some(data) => json_arg("--data", data)?,
+        None => json!({}),
+    };
+    let task = NewTask {
+        id: args.id,
+        kind: args.kind.clone(),
+        group: args.group.clone(),
+        spec,
+        data,
+        data_time: args.data_time,
+        priority: args.priority,
+        timeout_ms: args.timeout_ms,
+        execute_user: args.execute_user.clone(),
+        submit_user: std::env::var("USER").ok(),
+        ..NewTask::default()
+    };
+    // The API checks the same; checking here fails fast and sends nothing.
+    task.validate()?;
+    Ok(task)
+}
+
+/// A JSON argument, given inline or as `@FILE`.
+fn json_arg(flag: &str, value: &str) -> Result<serde_json::Value> {
+    match value.strip_prefix('@') {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{flag}: cannot read {path}"))?;
+            serde_json::from_str(&text).with_context(|| format!("{flag}: {path} is not valid JSON"))
+        }
+        None => serde_json::from_str(value).with_context(|| format!("{flag} is not valid JSON")),
+    }
+}
+
+async fn wait_for_end(client: &ApiClient, id: uuid::Uuid) -> Result<TaskView> {
+    let mut delay = Duration::from_millis(50);
+    loop {
+        let task: TaskView = client.get(&format!("/api/v1/tasks/{id}")).await?;
+        if task.status.is_terminal() {
+            return Ok(task);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}

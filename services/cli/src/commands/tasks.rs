@@ -1,0 +1,112 @@
+//! `chime task list|show`.
+
+use anyhow::Result;
+use chime_core::model::{TaskStatus, TaskView};
+
+use crate::client::ApiClient;
+use crate::output::{opt, table, time};
+
+/// Lists the newest tasks.
+pub async fn list(
+    client: &ApiClient,
+    status: Option<TaskStatus>,
+    limit: u32,
+    json: bool,
+) -> Result<()> {
+    let mut path = format!("/api/v1/tasks?limit={limit}");
+    if let Some(status) = status {
+        path.push_str(&format!("&status={status}"));
+    }
+    let tasks: Vec<TaskView> = client.get(&path).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&tasks)?);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = tasks
+        .iter()
+        .map(|t| {
+            vec![
+                t.id.to_string(),
+                t.status.to_string(),
+                t.kind.clone(),
+                t.group.clone(),
+                t.attempt.to_string(),
+                time(Some(t.created_at)),
+                opt(t.reason.as_deref()),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ID", "STATUS", "KIND", "GROUP", "ATTEMPT", "CREATED", "REASON",
+        ],
+        &rows,
+    );
+    Ok(())
+}
+
+/// Shows one task with its attempts.
+pub async fn show(client: &ApiClient, id: uuid::Uuid, json: bool) -> Result<()> {
+    let task: TaskView = client.get(&format!("/api/v1/tasks/{id}")).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&task)?);
+        return Ok(());
+    }
+    let job = task
+        .job
+        .as_ref()
+        .map(|j| format!("{}.{} ({})", j.group, j.name, j.id));
+    let field = |name: &str, value: String| println!("{name:<11} {value}");
+    field("id", task.id.to_string());
+    field("status", task.status.to_string());
+    field("attempt", task.attempt.to_string());
+    field("job", opt(job));
+    field("kind", task.kind.clone());
+    field("group", task.group.clone());
+    field("spec", task.spec.to_string());
+    field("data time", time(task.data_time));
+    field("created", time(Some(task.created_at)));
+    field("started", time(task.started_at));
+    field("finished", time(task.finished_at));
+    field("next try", time(task.next_attempt_at));
+    field("reason", opt(task.reason.as_deref()));
+    if let Some(result) = &task.result {
+        field("exit code", opt(result.exit_code));
+        field("error", opt(result.error.as_deref()));
+        if !result.output.is_empty() {
+            println!("output:");
+            for line in result.output.lines() {
+                println!("  {line}");
+            }
+        }
+    }
+    if !task.attempts.is_empty() {
+        println!("attempts:");
+        let rows: Vec<Vec<String>> = task
+            .attempts
+            .iter()
+            .map(|a| {
+                vec![
+                    a.attempt.to_string(),
+                    a.outcome
+                        .map_or("running".into(), |o| o.as_str().to_string()),
+                    opt(a.worker.as_deref()),
+                    time(Some(a.started_at)),
+                    time(a.finished_at),
+                    opt(a.error.as_deref()),
+                ]
+            })
+            .collect();
+        table(
+            &["  #", "OUTCOME", "WORKER", "STARTED", "FINISHED", "ERROR"],
+            &rows
+                .into_iter()
+                .map(|mut r| {
+                    r[0] = format!("  {}", r[0]);
+                    r
+                })
+                .collect::<Vec<_>>(),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,207 @@
+//! What happens to one delivery, from the queue to its ack.
+//!
+//! ```text
+//!   decode ──poison──▶ dead-letter with the reason, ack
+//!     │
+//!   start_attempt (ready → running for this exact attempt) ──nothing moved──▶ ack, drop
+//!     │                                                      (duplicate, stale or killed)
+//!   execute (timeout, process group)
+//!     │
+//!   finish_attempt (outcome + event in one commit) ──▶ ack
+//! ```
+//!
+//! The ack comes only after the outcome is committed, so prefetch bounds what a worker holds and a
+//! crash before the commit redelivers the message. An ack that returns `Ok(false)` (its channel was
+//! lost) is harmless: the redelivered message finds its attempt no longer `ready` and is dropped.
+
+use std::time::Duration;
+
+use chime_core::bus::dead_letter;
+use chime_core::model::TaskMessage;
+use chime_core::model::message::{SubmitMessage, decode};
+use chime_core::store::task_lifecycle::{self, FinishedAttempt};
+use lapin::Channel;
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicNackOptions};
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::Worker;
+use crate::executor::Attempt;
+
+/// Handles a task message from a worker-group queue.
+pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, delivery: Delivery) {
+    let message = match decode::<TaskMessage>(&delivery.data) {
+        Ok(message) => message,
+        Err(error) => {
+            return reject_poison(worker, &channel, queue, delivery, &error.to_string()).await;
+        }
+    };
+    let span = info_span!("attempt", task_id = %message.task_id, attempt = message.attempt, kind = %message.kind);
+    async {
+        let Some(_permit) = worker.permit().await else {
+            // Shutting down before it started: give it back to the queue.
+            let _ = delivery
+                .acker
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..BasicNackOptions::default()
+                })
+                .await;
+            return;
+        };
+        let started = task_lifecycle::start_attempt(
+            &worker.store,
+            message.task_id,
+            message.attempt,
+            &worker.identity,
+        )
+        .await;
+        match started {
+            Ok(true) => {}
+            Ok(false) => {
+                debug!("not ready for this attempt (duplicate, stale or killed); dropping");
+                metrics::counter!("chime_worker_duplicates_total").increment(1);
+                ack(&delivery).await;
+                return;
+            }
+            Err(error) => {
+                // The database is unreachable: put the message back and let it come again.
+                warn!(%error, "cannot start the attempt; requeueing");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let _ = delivery
+                    .acker
+                    .nack(BasicNackOptions {
+                        requeue: true,
+                        ..BasicNackOptions::default()
+                    })
+                    .await;
+                return;
+            }
+        }
+        metrics::gauge!("chime_worker_running").increment(1.0);
+        let started_at = std::time::Instant::now();
+        let attempt = Attempt::new(message, worker.stop_attempts.child_token());
+        let end = worker.executors.execute(&attempt).await;
+        metrics::gauge!("chime_worker_running").decrement(1.0);
+        metrics::histogram!("chime_worker_attempt_seconds").record(started_at.elapsed());
+        let outcome = outcome_label(&end);
+        let finished = FinishedAttempt {
+            message: &attempt.message,
+            worker: &worker.identity,
+            end,
+        };
+        if record_end(worker, finished).await {
+            metrics::counter!("chime_worker_attempts_total", "outcome" => outcome).increment(1);
+            ack(&delivery).await;
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Handles an ad-hoc submission from `<prefix>.submit`: writes the task (with its outbox message)
+/// and acks. A submission without an id gets one from the message's `message_id`, so a redelivered
+/// submission makes one task.
+pub async fn handle_submission(worker: &Worker, channel: Channel, queue: &str, delivery: Delivery) {
+    let mut task = match SubmitMessage::decode(&delivery.data) {
+        Ok(task) => task,
+        Err(error) => {
+            return reject_poison(worker, &channel, queue, delivery, &error.to_string()).await;
+        }
+    };
+    if let Err(error) = task.validate() {
+        return reject_poison(worker, &channel, queue, delivery, &error.to_string()).await;
+    }
+    if task.id.is_none() {
+        task.id = delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .and_then(|id| uuid::Uuid::parse_str(id.as_str()).ok());
+    }
+    match task_lifecycle::submit(&worker.store, worker.topology(), task).await {
+        Ok(submitted) => {
+            debug!(task_id = %submitted.id, created = submitted.created, "submission recorded");
+            ack(&delivery).await;
+        }
+        Err(error @ chime_core::store::StoreError::UnknownKind(_)) => {
+            reject_poison(worker, &channel, queue, delivery, &error.to_string()).await
+        }
+        Err(error) => {
+            warn!(%error, "cannot record the submission; requeueing");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let _ = delivery
+                .acker
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..BasicNackOptions::default()
+                })
+                .await;
+        }
+    }
+}
+
+/// Commits the attempt's end, retrying while the database is unreachable. Returns whether the
+/// delivery may be acked.
+async fn record_end(worker: &Worker, finished: FinishedAttempt<'_>) -> bool {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match task_lifecycle::finish_attempt(&worker.store, worker.topology(), finished.clone())
+            .await
+        {
+            Ok(true) => return true,
+            Ok(false) => {
+                debug!("the attempt is no longer ours (killed or recovered); dropping");
+                return true;
+            }
+            Err(error) => {
+                warn!(%error, ?delay, "cannot record the attempt's end; retrying");
+                if worker.hard_stop.is_cancelled() {
+                    // Leave it unacked: the message comes back and recovery decides.
+                    return false;
+                }
+                tokio::select! {
+                    _ = worker.hard_stop.cancelled() => return false,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+async fn reject_poison(
+    worker: &Worker,
+    channel: &Channel,
+    queue: &str,
+    delivery: Delivery,
+    reason: &str,
+) {
+    warn!(%queue, %reason, "dead-lettering a poison message");
+    metrics::counter!("chime_worker_poison_total").increment(1);
+    match dead_letter(channel, worker.topology(), queue, &delivery.data, reason).await {
+        Ok(()) => ack(&delivery).await,
+        Err(error) => {
+            // Not safely dead-lettered: leave it unacked; the queue's delivery limit ends the loop.
+            warn!(%error, "dead-lettering failed");
+        }
+    }
+}
+
+async fn ack(delivery: &Delivery) {
+    match delivery.acker.ack(BasicAckOptions::default()).await {
+        Ok(true) => {}
+        Ok(false) => {
+            debug!("ack not sent (channel gone); the message will come again and be dropped")
+        }
+        Err(error) => debug!(%error, "ack failed; the message will come again and be dropped"),
+    }
+}
+
+fn outcome_label(end: &task_lifecycle::AttemptEnd) -> &'static str {
+    match end {
+        task_lifecycle::AttemptEnd::Succeeded(_) => "succeeded",
+        task_lifecycle::AttemptEnd::Failed { .. } => "failed",
+        task_lifecycle::AttemptEnd::Rejected { .. } => "rejected",
+    }
+}

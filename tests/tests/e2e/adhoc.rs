@@ -1,0 +1,293 @@
+//! The ad-hoc path: `chime submit` → API → task + outbox → RabbitMQ → worker → outcome.
+
+use anyhow::Result;
+use chime_cli::commands::services::Services;
+use chime_core::bus::Topology;
+use chime_core::bus::publish_confirmed;
+use chime_core::model::{NewTask, TaskMessage, TaskStatus, message::SubmitMessage};
+use chime_core::store::task_lifecycle;
+use chime_tests::{TestEnv, eventually, last_line};
+use lapin::options::{BasicGetOptions, ConfirmSelectOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use uuid::Uuid;
+
+const UP: Services = Services {
+    api: true,
+    worker: true,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submitted_shell_task_succeeds_with_its_output() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let out = env
+        .chime(&[
+            "submit", "--kind", "shell", "--group", "default", "--", "echo", "hi",
+        ])
+        .await?;
+    assert!(out.status.success(), "{out:?}");
+    let id: Uuid = last_line(&out).parse()?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    let result = task.result.expect("a result");
+    assert_eq!(result.exit_code, Some(0));
+    assert_eq!(result.output, "hi\n");
+
+    // `chime task show --json` prints DESIGN section 7's fields.
+    let show = env
+        .chime(&["task", "show", &id.to_string(), "--json"])
+        .await?;
+    assert!(show.status.success(), "{show:?}");
+    let json: serde_json::Value = serde_json::from_slice(&show.stdout)?;
+    for field in [
+        "id",
+        "status",
+        "attempt",
+        "job",
+        "data_time",
+        "attempts",
+        "result",
+    ] {
+        assert!(json.get(field).is_some(), "missing {field} in {json}");
+    }
+    assert_eq!(json["status"], "succeeded");
+    let attempt = &json["attempts"][0];
+    for field in ["outcome", "worker", "started_at", "finished_at", "error"] {
+        assert!(
+            attempt.get(field).is_some(),
+            "missing attempts[].{field} in {json}"
+        );
+    }
+    assert_eq!(attempt["outcome"], "succeeded");
+
+    let list = env
+        .chime(&["task", "list", "--status", "succeeded", "--json"])
+        .await?;
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&list.stdout)?;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["id"], id.to_string());
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_command_is_failed_with_exit_code_and_output() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let out = env
+        .chime(&[
+            "submit",
+            "--kind",
+            "shell",
+            "--script",
+            "echo on-stdout; echo on-stderr >&2; exit 3",
+        ])
+        .await?;
+    assert!(out.status.success(), "{out:?}");
+    let id: Uuid = last_line(&out).parse()?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert_eq!(task.reason.as_deref(), Some("failed"));
+    let result = task.result.expect("a result");
+    assert_eq!(result.exit_code, Some(3));
+    assert!(result.output.contains("on-stdout\n"), "{result:?}");
+    assert!(result.output.contains("on-stderr\n"), "{result:?}");
+    assert_eq!(task.attempts.len(), 1);
+    assert_eq!(task.attempts[0].exit_code, Some(3));
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_fails_the_task() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let out = env
+        .chime(&[
+            "submit",
+            "--kind",
+            "shell",
+            "--timeout-ms",
+            "300",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .await?;
+    let id: Uuid = last_line(&out).parse()?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert_eq!(task.reason.as_deref(), Some("timeout"));
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_task_message_delivered_twice_runs_once() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    let marker = std::env::temp_dir().join(format!("chime-twice-{}", Uuid::now_v7()));
+    let script = format!("echo ran >> {}", marker.display());
+    // No worker yet: the relay publishes the task's message once...
+    env.start(Services {
+        api: true,
+        worker: false,
+    })
+    .await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let submitted = task_lifecycle::submit(
+        &env.store,
+        &topology,
+        NewTask {
+            kind: "shell".into(),
+            spec: serde_json::json!({ "command": script }),
+            ..NewTask::default()
+        },
+    )
+    .await?;
+    let queue = topology.group_queue("default");
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    eventually("the relay to publish", || async {
+        Ok(chime_core::store::outbox::unsent_count(&env.store).await? == 0)
+    })
+    .await?;
+    // ...and we deliver the same message a second time.
+    let message = TaskMessage {
+        v: 1,
+        task_id: submitted.id,
+        attempt: 1,
+        kind: "shell".into(),
+        group: "default".into(),
+        spec: serde_json::json!({ "command": script }),
+        data: serde_json::json!({}),
+        data_time: None,
+        timeout_ms: None,
+        execute_user: None,
+    };
+    publish_confirmed(
+        &channel,
+        &topology.tasks_exchange(),
+        "default",
+        &serde_json::to_vec(&message)?,
+        FieldTable::default(),
+    )
+    .await?;
+    env.start(Services {
+        api: false,
+        worker: true,
+    })
+    .await?;
+    let task = env.wait_terminal(submitted.id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    // Both deliveries are consumed and acked...
+    eventually("both deliveries to be acked", || async {
+        let q = channel
+            .queue_declare(
+                queue.clone().into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await?;
+        Ok(q.message_count() == 0)
+    })
+    .await?;
+    // ...yet the command ran once, in one attempt.
+    let task = env.task(submitted.id).await?;
+    assert_eq!(task.attempts.len(), 1);
+    assert_eq!(std::fs::read_to_string(&marker)?, "ran\n");
+    let _ = std::fs::remove_file(&marker);
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_is_dead_lettered_and_the_worker_carries_on() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    publish_confirmed(
+        &channel,
+        &topology.tasks_exchange(),
+        "default",
+        b"this is not json",
+        FieldTable::default(),
+    )
+    .await?;
+    // The worker still runs tasks.
+    let out = env.chime(&["submit", "--kind", "noop"]).await?;
+    let id: Uuid = last_line(&out).parse()?;
+    assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Succeeded);
+    // The poison message sits in <prefix>.dead with the reason.
+    let dead = topology.dead_exchange();
+    let got = std::sync::Mutex::new(None);
+    eventually("the poison message in the dead-letter queue", || async {
+        let message = channel
+            .basic_get(dead.clone().into(), BasicGetOptions { no_ack: true })
+            .await?;
+        let found = message.is_some();
+        if let Ok(mut got) = got.lock() {
+            *got = message;
+        }
+        Ok(found)
+    })
+    .await?;
+    let got = got.into_inner().ok().flatten();
+    let message = got.expect("a dead letter");
+    assert_eq!(message.delivery.data, b"this is not json");
+    let headers = message
+        .delivery
+        .properties
+        .headers()
+        .clone()
+        .unwrap_or_default();
+    let reason = match headers.inner().get("x-chime-reason") {
+        Some(AMQPValue::LongString(s)) => s.to_string(),
+        other => panic!("no reason header: {other:?}"),
+    };
+    assert!(reason.contains("malformed message"), "{reason}");
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_published_by_any_amqp_client_runs() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let id = Uuid::now_v7();
+    let submission = SubmitMessage(NewTask {
+        id: Some(id),
+        kind: "shell".into(),
+        spec: serde_json::json!({"command": ["echo", "from amqp"]}),
+        ..NewTask::default()
+    });
+    let body = submission.encode();
+    // Published twice (a client retrying): one task.
+    for _ in 0..2 {
+        publish_confirmed(
+            &channel,
+            &topology.submit_exchange(),
+            &topology.submit_exchange(),
+            &body,
+            FieldTable::default(),
+        )
+        .await?;
+    }
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(task.result.expect("result").output, "from amqp\n");
+    let all = chime_core::store::tasks::list(&env.store, None, 10).await?;
+    assert_eq!(all.len(), 1);
+    env.cleanup().await
+}

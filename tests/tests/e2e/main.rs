@@ -1,0 +1,6 @@
+//! End-to-end tests: real PostgreSQL, real RabbitMQ, each test isolated by its own database and
+//! AMQP prefix. One test binary (these modules) keeps linking cheap.
+
+mod adhoc;
+mod bad_input;
+mod outbox;
