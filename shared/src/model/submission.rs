@@ -13,10 +13,11 @@ use crate::config::is_valid_name;
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 
 /// How the interval between retries grows.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Backoff {
     /// The same interval every time.
+    #[default]
     Fixed,
     /// interval × factor^(n-1), capped, with ± jitter (a fraction of the interval).
     Exponential {
@@ -40,12 +41,6 @@ fn default_max_interval_ms() -> u64 {
 }
 fn default_jitter() -> f64 {
     0.1
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self::Fixed
-    }
 }
 
 /// A new ad-hoc task.

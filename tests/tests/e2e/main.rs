@@ -4,3 +4,4 @@
 mod adhoc;
 mod bad_input;
 mod outbox;
+mod process;
