@@ -66,3 +66,37 @@ async fn outbox_holds_messages_through_a_broker_outage() -> Result<()> {
     assert_eq!(seen.into_iter().collect::<HashSet<_>>(), ids);
     env.cleanup().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_resumes_after_its_broker_connection_is_cut() -> Result<()> {
+    let proxy = Proxy::start("127.0.0.1:5672").await?;
+    let (pg, _) = server_urls();
+    let amqp = format!("amqp://guest:guest@127.0.0.1:{}/%2f", proxy.port());
+    let mut env = TestEnv::with_amqp_url(&pg, &amqp).await?;
+    env.start(Services {
+        api: true,
+        worker: true,
+    })
+    .await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let noop = || NewTask {
+        kind: "noop".into(),
+        ..NewTask::default()
+    };
+    let before = task_lifecycle::submit(&env.store, &topology, noop()).await?;
+    env.wait_status(before.id, chime_core::model::TaskStatus::Succeeded)
+        .await?;
+
+    proxy.cut();
+    let during = task_lifecycle::submit(&env.store, &topology, noop()).await?;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    proxy.restore();
+    let after = task_lifecycle::submit(&env.store, &topology, noop()).await?;
+    for id in [during.id, after.id] {
+        let task = env
+            .wait_status(id, chime_core::model::TaskStatus::Succeeded)
+            .await?;
+        assert_eq!(task.attempts.len(), 1);
+    }
+    env.cleanup().await
+}

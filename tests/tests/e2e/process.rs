@@ -80,3 +80,44 @@ async fn chime_migrate_creates_and_migrates_a_missing_database() -> Result<()> {
     root.close().await;
     env.cleanup().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flags_override_environment_which_overrides_chime_toml() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(chime_cli::commands::services::Services {
+        api: true,
+        worker: true,
+    })
+    .await?;
+    let dir = std::env::temp_dir().join(format!("chime-config-{}", Uuid::now_v7()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("chime.toml"), "api_url = \"http://127.0.0.1:9\"\n")?;
+    let run = |api_url_env: Option<&str>, flag: Option<&str>| {
+        let mut command = tokio::process::Command::new(chime_binary().expect("binary"));
+        command
+            .current_dir(&dir)
+            .env_remove("CHIME_CONFIG")
+            .env_remove("CHIME_API_URL")
+            .env_remove("CHIME_API_TOKEN")
+            .args(["submit", "--kind", "noop"]);
+        if let Some(url) = api_url_env {
+            command.env("CHIME_API_URL", url);
+        }
+        if let Some(url) = flag {
+            command.args(["--api-url", url]);
+        }
+        command.output()
+    };
+    // chime.toml alone: its (wrong) address is used.
+    let from_file = run(None, None).await?;
+    assert!(!from_file.status.success());
+    assert!(String::from_utf8_lossy(&from_file.stderr).contains("http://127.0.0.1:9"));
+    // The environment beats the file.
+    let from_env = run(Some(env.api_url()), None).await?;
+    assert!(from_env.status.success(), "{from_env:?}");
+    // A flag beats the environment.
+    let from_flag = run(Some(env.api_url()), Some("http://127.0.0.1:9")).await?;
+    assert!(!from_flag.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup().await
+}
