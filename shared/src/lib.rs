@@ -8,12 +8,15 @@
 //!   outbox relay;
 //! - [`config`]: settings from flags, environment and `chime.toml`;
 //! - [`telemetry`]: logs and Prometheus metrics;
+//! - [`schedule`]: the schedule engine (cron, simple, calendar-interval, daily-time-interval
+//!   triggers, calendars, misfires), pure;
 //! - [`node`]: the store, broker and relay one process shares between its services.
 
 pub mod bus;
 pub mod config;
 pub mod model;
 pub mod node;
+pub mod schedule;
 pub mod store;
 pub mod telemetry;
 

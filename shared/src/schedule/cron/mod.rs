@@ -1,0 +1,427 @@
+//! Cron expressions in Quartz's syntax (and Unix's five fields), evaluated on jiff.
+//!
+//! No crate implements Quartz cron (DESIGN.md section 10), so this is our own. The search runs on
+//! local civil time field by field (year, month, day, hour, minute, second), each field a bit set,
+//! and turns the civil time found into an instant in the expression's zone:
+//!
+//! - a civil time inside a spring-forward gap does not exist that day: it does not fire;
+//! - a civil time inside a fall-back fold happens twice: it fires once, at its later
+//!   (standard-time) occurrence.
+
+mod parse;
+
+pub use parse::{CronError, MAX_YEAR, MIN_YEAR};
+
+use jiff::civil::{Date, DateTime};
+use jiff::tz::{AmbiguousOffset, TimeZone};
+use jiff::{Timestamp, ToSpan};
+
+/// A parsed cron expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CronExpr {
+    seconds: u64,
+    minutes: u64,
+    hours: u32,
+    /// Bits 1 (JAN) to 12.
+    months: u16,
+    days: DayRule,
+    years: YearSet,
+    /// Plain day-of-week sets as day-of-month masks, by weekday of the 1st and month length
+    /// (28-31): a month's matching days are one lookup.
+    dow_masks: [[u32; 4]; 7],
+}
+
+/// How days are chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DayRule {
+    /// Every day.
+    Any,
+    /// By day of month.
+    Dom(DomRule),
+    /// By day of week.
+    Dow(DowRule),
+    /// Unix, both fields restricted: either matches.
+    Either(DomRule, DowRule),
+}
+
+/// Day-of-month rules; a day matches if any rule does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct DomRule {
+    /// Bits 1-31.
+    days: u32,
+    /// Bit n: the n-th day before the last (`L` is bit 0, `L-3` bit 3).
+    last_offsets: u32,
+    /// `LW`: the last weekday (Monday-Friday) of the month.
+    last_weekday: bool,
+    /// Bit n: `nW`, the weekday nearest the n-th, within the month.
+    nearest_weekdays: u32,
+}
+
+/// Day-of-week rules (weekday bits 0 = Sunday … 6 = Saturday); a day matches if any rule does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct DowRule {
+    days: u8,
+    /// `nL`: the last such weekday of the month.
+    last: u8,
+    /// `n#k`: the k-th such weekday of the month, k = index + 1.
+    nth: [u8; 5],
+}
+
+/// Years 1970-2199 as a bit set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct YearSet([u64; 4]);
+
+impl YearSet {
+    fn all() -> Self {
+        let mut set = Self::default();
+        for y in MIN_YEAR..=MAX_YEAR {
+            set.insert(y);
+        }
+        set
+    }
+
+    fn insert(&mut self, year: i16) {
+        let i = (year - MIN_YEAR) as usize;
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+
+    /// The first year in the set at or after `year`.
+    fn next_at_or_after(&self, year: i16) -> Option<i16> {
+        let mut i = usize::try_from(year.max(MIN_YEAR) - MIN_YEAR).ok()?;
+        while i < 256 {
+            let word = self.0[i / 64] >> (i % 64);
+            if word != 0 {
+                let found = i + word.trailing_zeros() as usize;
+                let year = MIN_YEAR + found as i16;
+                return (year <= MAX_YEAR).then_some(year);
+            }
+            i = (i / 64 + 1) * 64;
+        }
+        None
+    }
+}
+
+/// The lowest set bit at or above `from`.
+#[inline]
+fn next_bit(set: u64, from: u32) -> Option<u32> {
+    if from >= 64 {
+        return None;
+    }
+    let rest = set >> from;
+    (rest != 0).then(|| from + rest.trailing_zeros())
+}
+
+fn days_in_month(year: i16, month: u8) -> u8 {
+    match month {
+        4 | 6 | 9 | 11 => 30,
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        _ => 31,
+    }
+}
+
+/// Weekday of a date, 0 = Sunday.
+fn weekday(year: i16, month: u8, day: u8) -> u8 {
+    Date::new(year, month as i8, day as i8)
+        .map(|d| d.weekday().to_sunday_zero_offset() as u8)
+        .unwrap_or(0)
+}
+
+/// A civil time being searched, field by field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Civil {
+    year: i16,
+    month: u8,
+    day: u8,
+    hour: u8,
+    minute: u8,
+    second: u8,
+}
+
+impl Civil {
+    fn from_datetime(dt: DateTime) -> Self {
+        Self {
+            year: dt.year(),
+            month: dt.month() as u8,
+            day: dt.day() as u8,
+            hour: dt.hour() as u8,
+            minute: dt.minute() as u8,
+            second: dt.second() as u8,
+        }
+    }
+
+    fn to_datetime(self) -> Option<DateTime> {
+        DateTime::new(
+            self.year,
+            self.month as i8,
+            self.day as i8,
+            self.hour as i8,
+            self.minute as i8,
+            self.second as i8,
+            0,
+        )
+        .ok()
+    }
+
+    /// The next second (fields may overflow; the search carries them).
+    fn plus_one_second(mut self) -> Self {
+        self.second += 1;
+        self
+    }
+}
+
+impl CronExpr {
+    fn with_dow_masks(mut self) -> Self {
+        let days = match &self.days {
+            DayRule::Dow(rule) | DayRule::Either(_, rule) => rule.days,
+            _ => 0,
+        };
+        for first in 0..7u8 {
+            for len in 28..=31u8 {
+                let mut mask = 0u32;
+                for day in 1..=len {
+                    if days & (1 << ((first + day - 1) % 7)) != 0 {
+                        mask |= 1 << day;
+                    }
+                }
+                self.dow_masks[first as usize][(len - 28) as usize] = mask;
+            }
+        }
+        self
+    }
+
+    /// The days of `month` that match, as bits 1-31.
+    fn day_mask(&self, year: i16, month: u8) -> u32 {
+        let len = days_in_month(year, month);
+        let valid = ((1u64 << (len + 1)) - 2) as u32;
+        match &self.days {
+            DayRule::Any => valid,
+            DayRule::Dom(dom) => self.dom_mask(dom, year, month, len) & valid,
+            DayRule::Dow(dow) => self.dow_mask(dow, year, month, len),
+            DayRule::Either(dom, dow) => {
+                (self.dom_mask(dom, year, month, len) | self.dow_mask(dow, year, month, len))
+                    & valid
+            }
+        }
+    }
+
+    fn dom_mask(&self, rule: &DomRule, year: i16, month: u8, len: u8) -> u32 {
+        let mut mask = rule.days;
+        let mut offsets = rule.last_offsets;
+        while offsets != 0 {
+            let n = offsets.trailing_zeros() as u8;
+            offsets &= offsets - 1;
+            if n < len {
+                mask |= 1 << (len - n);
+            }
+        }
+        if rule.last_weekday {
+            let day = match weekday(year, month, len) {
+                6 => len - 1,
+                0 => len - 2,
+                _ => len,
+            };
+            mask |= 1 << day;
+        }
+        let mut nearest = rule.nearest_weekdays;
+        while nearest != 0 {
+            let n = nearest.trailing_zeros() as u8;
+            nearest &= nearest - 1;
+            if n > len {
+                continue;
+            }
+            // The weekday nearest the n-th, never leaving the month.
+            let day = match weekday(year, month, n) {
+                6 if n == 1 => 3,
+                6 => n - 1,
+                0 if n == len => n - 2,
+                0 => n + 1,
+                _ => n,
+            };
+            mask |= 1 << day;
+        }
+        mask
+    }
+
+    fn dow_mask(&self, rule: &DowRule, year: i16, month: u8, len: u8) -> u32 {
+        let first = weekday(year, month, 1);
+        let mut mask = self.dow_masks[first as usize][(len - 28) as usize];
+        if rule.last != 0 || rule.nth.iter().any(|n| *n != 0) {
+            for wd in 0..7u8 {
+                let first_day = 1 + (wd + 7 - first) % 7;
+                if rule.last & (1 << wd) != 0 {
+                    mask |= 1 << (first_day + 7 * ((len - first_day) / 7));
+                }
+                for (k, set) in rule.nth.iter().enumerate() {
+                    let day = first_day + 7 * k as u8;
+                    if set & (1 << wd) != 0 && day <= len {
+                        mask |= 1 << day;
+                    }
+                }
+            }
+        }
+        mask
+    }
+
+    /// The first civil time at or after `at` matching every field (fields of `at` may overflow
+    /// by one: the search carries them). None past [`MAX_YEAR`].
+    fn next_civil(&self, mut at: Civil) -> Option<Civil> {
+        loop {
+            if at.second > 59 {
+                at.second = 0;
+                at.minute += 1;
+            }
+            if at.minute > 59 {
+                at.minute = 0;
+                at.hour += 1;
+            }
+            if at.hour > 23 {
+                at.hour = 0;
+                at.day += 1;
+            }
+            if at.month > 12 {
+                at = Civil {
+                    year: at.year + 1,
+                    month: 1,
+                    day: 1,
+                    hour: 0,
+                    minute: 0,
+                    second: 0,
+                };
+            }
+            let year = self.years.next_at_or_after(at.year)?;
+            if year != at.year {
+                at = Civil {
+                    year,
+                    month: 1,
+                    day: 1,
+                    hour: 0,
+                    minute: 0,
+                    second: 0,
+                };
+            }
+            let Some(month) = next_bit(u64::from(self.months), u32::from(at.month)) else {
+                at.month = 13;
+                continue;
+            };
+            if month as u8 != at.month {
+                at = Civil {
+                    month: month as u8,
+                    day: 1,
+                    hour: 0,
+                    minute: 0,
+                    second: 0,
+                    ..at
+                };
+            }
+            let days = self.day_mask(at.year, at.month);
+            let Some(day) = next_bit(u64::from(days), u32::from(at.day)) else {
+                at = Civil {
+                    month: at.month + 1,
+                    day: 1,
+                    hour: 0,
+                    minute: 0,
+                    second: 0,
+                    ..at
+                };
+                continue;
+            };
+            if day as u8 != at.day {
+                at = Civil {
+                    day: day as u8,
+                    hour: 0,
+                    minute: 0,
+                    second: 0,
+                    ..at
+                };
+            }
+            let Some(hour) = next_bit(u64::from(self.hours), u32::from(at.hour)) else {
+                at = Civil {
+                    hour: 24,
+                    minute: 0,
+                    second: 0,
+                    ..at
+                };
+                continue;
+            };
+            if hour as u8 != at.hour {
+                at = Civil {
+                    hour: hour as u8,
+                    minute: 0,
+                    second: 0,
+                    ..at
+                };
+            }
+            let Some(minute) = next_bit(self.minutes, u32::from(at.minute)) else {
+                at = Civil {
+                    minute: 60,
+                    second: 0,
+                    ..at
+                };
+                continue;
+            };
+            if minute as u8 != at.minute {
+                at = Civil {
+                    minute: minute as u8,
+                    second: 0,
+                    ..at
+                };
+            }
+            let Some(second) = next_bit(self.seconds, u32::from(at.second)) else {
+                at = Civil { second: 60, ..at };
+                continue;
+            };
+            at.second = second as u8;
+            return Some(at);
+        }
+    }
+
+    /// The first fire time strictly after `after` (whole seconds, as Quartz: `after` is truncated
+    /// to the second and the search starts one second later), in `zone`. None when the
+    /// expression has no time left before the end of [`MAX_YEAR`].
+    pub fn next_after(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
+        let start = Timestamp::from_second(after.as_second().checked_add(1)?).ok()?;
+        // From inside the first (daylight) pass of a fold, the search goes on from the same wall
+        // time in the second pass, as Quartz's re-resolution of wall times does.
+        let mut at = Civil::from_datetime(zone.to_datetime(start));
+        loop {
+            let found = self.next_civil(at)?;
+            let dt = found.to_datetime()?;
+            let offset = match zone.to_ambiguous_timestamp(dt).offset() {
+                AmbiguousOffset::Unambiguous { offset } => Some(offset),
+                // Skipped by the spring-forward: no fire that day.
+                AmbiguousOffset::Gap { .. } => None,
+                // Twice: fire at the later, standard-time occurrence.
+                AmbiguousOffset::Fold { after, .. } => Some(after),
+            };
+            if let Some(offset) = offset
+                && let Ok(ts) = offset.to_timestamp(dt)
+                && ts >= start
+            {
+                return Some(ts);
+            }
+            at = found.plus_one_second();
+        }
+    }
+
+    /// Whether `at` (to the second) is a fire time of this expression in `zone`.
+    pub fn matches(&self, at: Timestamp, zone: &TimeZone) -> bool {
+        let second = at.as_second();
+        Timestamp::from_second(second - 1)
+            .ok()
+            .and_then(|before| self.next_after(before, zone))
+            .is_some_and(|next| next.as_second() == second)
+    }
+
+    /// The first fire time at or after `at`.
+    pub fn next_at_or_after(&self, at: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
+        let before = at.checked_sub(1.second()).ok()?;
+        // Sub-second starts: Quartz rounds the start up to the next whole second.
+        let floor = Timestamp::from_second(at.as_second()).ok()?;
+        let from = if floor == at { before } else { floor };
+        self.next_after(from, zone)
+    }
+}
+
+#[cfg(test)]
+mod tests;

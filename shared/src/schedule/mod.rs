@@ -1,0 +1,351 @@
+//! The schedule engine: when does a trigger fire next (DESIGN.md section 4).
+//!
+//! Pure: no I/O and no clock — "now" is always an argument. The reference is Quartz 2.3.2: the
+//! four trigger kinds compute fire times as Quartz's `getFireTimeAfter` does, a calendar skips
+//! the candidates it excludes one at a time (as Quartz's `triggered` does, but resuming past a
+//! whole excluded range at once), and [`misfire`] applies Quartz's misfire instructions.
+//!
+//! ```text
+//!   ScheduleSpec (JSON) ──compile──▶ Schedule ──first_fire_time──▶ t₀
+//!                                        └──next_fire_time(tₙ, n+1)──▶ tₙ₊₁ … (None: complete)
+//! ```
+
+pub mod calendar;
+pub mod calendar_interval;
+pub mod cron;
+pub mod daily_time_interval;
+pub mod misfire;
+pub mod simple;
+pub mod spec;
+mod wall_clock;
+
+pub use calendar::Calendar;
+pub use cron::{CronError, CronExpr};
+pub use spec::{CalendarSpec, IntervalUnit, ScheduleSpec};
+
+use jiff::civil::{Time, Weekday};
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+
+use calendar_interval::CalendarIntervalSchedule;
+use daily_time_interval::DailyTimeIntervalSchedule;
+use simple::SimpleSchedule;
+
+/// Past this year nothing fires (triggers other than cron give up their search here).
+pub const GIVE_UP_YEAR: i16 = cron::MAX_YEAR + 1;
+
+/// How many excluded candidates a trigger skips before it gives up (a calendar that excludes
+/// everything must not hang the scheduler).
+const MAX_EXCLUDED_CANDIDATES: usize = 100_000;
+
+/// A schedule or calendar that cannot be used, saying why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// A cron expression does not parse.
+    #[error(transparent)]
+    Cron(#[from] CronError),
+    /// An unknown IANA time zone.
+    #[error("unknown time zone {0:?} (use an IANA name such as Europe/London)")]
+    TimeZone(String),
+    /// Anything else.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A compiled schedule: a trigger kind with its start and end.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// No fire before.
+    pub start: Timestamp,
+    /// No fire after (cron: inclusive; others: exclusive, as Quartz).
+    pub end: Option<Timestamp>,
+    /// The kind.
+    pub kind: ScheduleKind,
+}
+
+/// The four trigger kinds.
+#[derive(Debug, Clone)]
+pub enum ScheduleKind {
+    /// A cron expression in a zone.
+    Cron {
+        /// The expression.
+        expr: Box<CronExpr>,
+        /// Its zone.
+        zone: TimeZone,
+    },
+    /// Every interval_ms from the start.
+    Simple(SimpleSchedule),
+    /// Every n calendar units.
+    CalendarInterval(CalendarIntervalSchedule),
+    /// Every n units within a daily window.
+    DailyTimeInterval(DailyTimeIntervalSchedule),
+}
+
+impl Schedule {
+    /// Checks a schedule's JSON and compiles it; `default_start` stands in for a missing
+    /// `start_time` (the trigger's creation time, or now for a preview).
+    pub fn compile(spec: &ScheduleSpec, default_start: Timestamp) -> Result<Self, ScheduleError> {
+        let start = spec.start_time().unwrap_or(default_start);
+        let end = spec.end_time();
+        if let Some(end) = end
+            && end < start
+        {
+            return Err(ScheduleError::Invalid(format!(
+                "end_time {end} is before start_time {start}"
+            )));
+        }
+        let kind = match spec {
+            ScheduleSpec::Cron {
+                cron, time_zone, ..
+            } => ScheduleKind::Cron {
+                expr: Box::new(CronExpr::parse(cron)?),
+                zone: zone(time_zone.as_deref())?,
+            },
+            ScheduleSpec::Simple {
+                interval_ms,
+                repeat_count,
+                ..
+            } => {
+                if *repeat_count < -1 {
+                    return Err(ScheduleError::Invalid(
+                        "repeat_count must be -1 (forever) or more".into(),
+                    ));
+                }
+                if *repeat_count != 0 && *interval_ms < 1 {
+                    return Err(ScheduleError::Invalid(
+                        "interval_ms must be at least 1 for a repeating trigger".into(),
+                    ));
+                }
+                ScheduleKind::Simple(SimpleSchedule {
+                    interval_ms: *interval_ms,
+                    repeat_count: *repeat_count,
+                })
+            }
+            ScheduleSpec::CalendarInterval {
+                interval,
+                unit,
+                time_zone,
+                preserve_hour_of_day_across_dst,
+                skip_day_if_hour_does_not_exist,
+                ..
+            } => {
+                if *interval < 1 {
+                    return Err(ScheduleError::Invalid("interval must be at least 1".into()));
+                }
+                ScheduleKind::CalendarInterval(CalendarIntervalSchedule {
+                    interval: *interval,
+                    unit: *unit,
+                    zone: zone(time_zone.as_deref())?,
+                    preserve_hour_of_day: *preserve_hour_of_day_across_dst,
+                    skip_day_if_hour_does_not_exist: *skip_day_if_hour_does_not_exist,
+                })
+            }
+            ScheduleSpec::DailyTimeInterval {
+                interval,
+                unit,
+                start_time_of_day,
+                end_time_of_day,
+                days_of_week,
+                repeat_count,
+                time_zone,
+                ..
+            } => {
+                let unit_seconds = match unit.seconds() {
+                    Some(seconds) => seconds,
+                    None => {
+                        return Err(ScheduleError::Invalid(
+                            "a daily_time_interval unit is second, minute or hour".into(),
+                        ));
+                    }
+                };
+                if *interval < 1 {
+                    return Err(ScheduleError::Invalid("interval must be at least 1".into()));
+                }
+                if i64::from(*interval) * unit_seconds > 86_400 {
+                    return Err(ScheduleError::Invalid(
+                        "a daily_time_interval interval is at most 24 hours".into(),
+                    ));
+                }
+                if *repeat_count < -1 {
+                    return Err(ScheduleError::Invalid(
+                        "repeat_count must be -1 (forever) or more".into(),
+                    ));
+                }
+                let start_of_day = match start_time_of_day {
+                    Some(t) => parse_time_of_day(t)?,
+                    None => Time::MIN,
+                };
+                let end_of_day = match end_time_of_day {
+                    Some(t) => parse_time_of_day(t)?,
+                    None => Time::constant(23, 59, 59, 0),
+                };
+                if start_of_day > end_of_day {
+                    return Err(ScheduleError::Invalid(format!(
+                        "start_time_of_day {start_of_day} is after end_time_of_day {end_of_day}"
+                    )));
+                }
+                let days = match days_of_week {
+                    None => 0x7f,
+                    Some(days) => {
+                        let mut mask = 0u8;
+                        for day in days {
+                            mask |= 1 << parse_weekday(day)?.to_sunday_zero_offset();
+                        }
+                        if mask == 0 {
+                            return Err(ScheduleError::Invalid("days_of_week names no day".into()));
+                        }
+                        mask
+                    }
+                };
+                ScheduleKind::DailyTimeInterval(DailyTimeIntervalSchedule {
+                    interval: *interval,
+                    unit_seconds,
+                    start_of_day,
+                    end_of_day,
+                    days,
+                    repeat_count: *repeat_count,
+                    zone: zone(time_zone.as_deref())?,
+                })
+            }
+        };
+        // Quartz truncates a cron trigger's start to the second.
+        let start = match kind {
+            ScheduleKind::Cron { .. } => Timestamp::from_second(start.as_second())
+                .map_err(|e| ScheduleError::Invalid(e.to_string()))?,
+            _ => start,
+        };
+        Ok(Self { start, end, kind })
+    }
+
+    /// The first fire time strictly after `after`, ignoring calendars; `times_triggered` is how
+    /// many times the trigger has fired (daily-time-interval and simple triggers stop by it).
+    pub fn fire_time_after(&self, after: Timestamp, times_triggered: i64) -> Option<Timestamp> {
+        match &self.kind {
+            ScheduleKind::Cron { expr, zone } => {
+                let after = if self.start > after {
+                    self.start.checked_sub(SignedDuration::from_secs(1)).ok()?
+                } else {
+                    after
+                };
+                if self.end.is_some_and(|end| after >= end) {
+                    return None;
+                }
+                expr.next_after(after, zone)
+                    .filter(|fire| self.end.is_none_or(|end| *fire <= end))
+            }
+            ScheduleKind::Simple(simple) => {
+                simple.fire_time_after(self.start, self.end, after, times_triggered)
+            }
+            ScheduleKind::CalendarInterval(interval) => {
+                interval.fire_time_after(self.start, self.end, after)
+            }
+            ScheduleKind::DailyTimeInterval(daily) => {
+                daily.fire_time_after(self.start, self.end, after, times_triggered)
+            }
+        }
+    }
+
+    /// The trigger's first fire time (at or after its start), skipping excluded times.
+    pub fn first_fire_time(&self, calendar: Option<&Calendar>) -> Option<Timestamp> {
+        let first = match &self.kind {
+            ScheduleKind::Simple(_) | ScheduleKind::CalendarInterval(_) => Some(self.start),
+            ScheduleKind::Cron { .. } | ScheduleKind::DailyTimeInterval(_) => {
+                let before = self.start.checked_sub(SignedDuration::from_secs(1)).ok()?;
+                self.fire_time_after(before, 0)
+            }
+        };
+        self.skip_excluded(first, 0, calendar)
+    }
+
+    /// The fire time after the fire at `fired`, once the trigger has fired `times_triggered`
+    /// times (counting that fire), skipping excluded times. None: the trigger is complete.
+    pub fn next_fire_time(
+        &self,
+        fired: Timestamp,
+        times_triggered: i64,
+        calendar: Option<&Calendar>,
+    ) -> Option<Timestamp> {
+        let next = self.fire_time_after(fired, times_triggered);
+        self.skip_excluded(next, times_triggered, calendar)
+    }
+
+    /// Moves `candidate` on while the calendar excludes it.
+    fn skip_excluded(
+        &self,
+        mut candidate: Option<Timestamp>,
+        times_triggered: i64,
+        calendar: Option<&Calendar>,
+    ) -> Option<Timestamp> {
+        let Some(calendar) = calendar else {
+            return candidate.filter(|t| within_give_up(*t));
+        };
+        for _ in 0..MAX_EXCLUDED_CANDIDATES {
+            let t = candidate?;
+            if !within_give_up(t) {
+                return None;
+            }
+            if calendar.is_time_included(t) {
+                return Some(t);
+            }
+            // Every candidate before `resume` is excluded too: search on from there.
+            let resume = calendar.resume_after_excluded(t);
+            let from = resume
+                .checked_sub(SignedDuration::from_millis(1))
+                .unwrap_or(t)
+                .max(t);
+            candidate = self.fire_time_after(from, times_triggered);
+        }
+        None
+    }
+
+    /// The next `count` fire times from the start, as Quartz's `TriggerUtils.computeFireTimes`.
+    pub fn fire_times(&self, calendar: Option<&Calendar>, count: usize) -> Vec<Timestamp> {
+        let mut fires = Vec::with_capacity(count.min(1024));
+        let mut next = self.first_fire_time(calendar);
+        while let Some(fire) = next {
+            if fires.len() >= count {
+                break;
+            }
+            fires.push(fire);
+            next = self.next_fire_time(fire, fires.len() as i64, calendar);
+        }
+        fires
+    }
+}
+
+fn within_give_up(t: Timestamp) -> bool {
+    t.to_zoned(TimeZone::UTC).year() < GIVE_UP_YEAR
+}
+
+/// An IANA zone (default UTC).
+fn zone(name: Option<&str>) -> Result<TimeZone, ScheduleError> {
+    match name {
+        None => Ok(TimeZone::UTC),
+        Some(name) => TimeZone::get(name).map_err(|_| ScheduleError::TimeZone(name.to_string())),
+    }
+}
+
+/// `HH:MM`, `HH:MM:SS` or `HH:MM:SS.mmm`.
+fn parse_time_of_day(text: &str) -> Result<Time, ScheduleError> {
+    text.parse::<Time>()
+        .map_err(|_| ScheduleError::Invalid(format!("{text:?} is not a time of day (HH:MM[:SS])")))
+}
+
+/// `MON` … `SUN`, any case.
+fn parse_weekday(text: &str) -> Result<Weekday, ScheduleError> {
+    let day = match text.to_ascii_uppercase().as_str() {
+        "SUN" => Weekday::Sunday,
+        "MON" => Weekday::Monday,
+        "TUE" => Weekday::Tuesday,
+        "WED" => Weekday::Wednesday,
+        "THU" => Weekday::Thursday,
+        "FRI" => Weekday::Friday,
+        "SAT" => Weekday::Saturday,
+        _ => {
+            return Err(ScheduleError::Invalid(format!(
+                "{text:?} is not a day of the week (SUN, MON, TUE, WED, THU, FRI, SAT)"
+            )));
+        }
+    };
+    Ok(day)
+}

@@ -1,0 +1,125 @@
+//! Wall-clock arithmetic in a time zone, as Quartz does it through `java.util.GregorianCalendar`
+//! in lenient mode. Calendar-interval and daily-time-interval triggers are defined by this
+//! arithmetic, DST quirks included, so we reproduce it rather than "fix" it:
+//!
+//! - resolving a wall time: inside a spring-forward gap it is read with the offset before the
+//!   change (so it moves forward by the gap); inside a fall-back fold it is the later
+//!   (standard-time) occurrence;
+//! - adding days keeps the wall time of day: computed with the old offset, then corrected by the
+//!   change of offset unless that correction changes the date (so a gap moves it *back*, and a
+//!   fold keeps the old offset's occurrence);
+//! - adding months or years sets the fields, pins the day to the month's length, and resolves.
+
+use jiff::civil::{Date, DateTime, Time};
+use jiff::tz::{AmbiguousOffset, TimeZone};
+use jiff::{SignedDuration, Timestamp};
+
+/// The instant of a wall time: gap → offset before the change; fold → the later occurrence.
+pub fn resolve(dt: DateTime, zone: &TimeZone) -> Timestamp {
+    let offset = match zone.to_ambiguous_timestamp(dt).offset() {
+        AmbiguousOffset::Unambiguous { offset } => offset,
+        AmbiguousOffset::Gap { before, .. } => before,
+        AmbiguousOffset::Fold { after, .. } => after,
+    };
+    offset.to_timestamp(dt).unwrap_or(if dt.year() > 0 {
+        Timestamp::MAX
+    } else {
+        Timestamp::MIN
+    })
+}
+
+/// The wall time of an instant.
+pub fn wall(ts: Timestamp, zone: &TimeZone) -> DateTime {
+    zone.to_datetime(ts)
+}
+
+/// `Calendar.add(DAY_OF_YEAR, days)`.
+pub fn add_days(ts: Timestamp, days: i64, zone: &TimeZone) -> Timestamp {
+    let old = zone.to_offset(ts);
+    let local = old.to_datetime(ts);
+    let Ok(date) = local.date().checked_add(jiff::Span::new().days(days)) else {
+        return Timestamp::MAX;
+    };
+    let target = date.to_datetime(local.time());
+    let Ok(t1) = old.to_timestamp(target) else {
+        return Timestamp::MAX;
+    };
+    let new = zone.to_offset(t1);
+    let difference = old.seconds() - new.seconds();
+    if difference != 0 {
+        let t2 = t1.saturating_add(SignedDuration::from_secs(i64::from(difference)));
+        if let Ok(t2) = t2
+            && zone.to_datetime(t2).date() == date
+        {
+            return t2;
+        }
+    }
+    t1
+}
+
+/// `Calendar.add(MONTH, months)`: the day is pinned to the new month's length.
+pub fn add_months(ts: Timestamp, months: i64, zone: &TimeZone) -> Timestamp {
+    let local = wall(ts, zone);
+    let index = i64::from(local.year()) * 12 + i64::from(local.month() - 1) + months;
+    let (year, month) = (index.div_euclid(12), index.rem_euclid(12) + 1);
+    let Ok(year) = i16::try_from(year) else {
+        return Timestamp::MAX;
+    };
+    let Ok(first) = Date::new(year, month as i8, 1) else {
+        return Timestamp::MAX;
+    };
+    let day = local.day().min(first.days_in_month());
+    match Date::new(year, month as i8, day) {
+        Ok(date) => resolve(date.to_datetime(local.time()), zone),
+        Err(_) => Timestamp::MAX,
+    }
+}
+
+/// `Calendar.set(HOUR_OF_DAY, hour)` then read back.
+pub fn set_hour(ts: Timestamp, hour: i8, zone: &TimeZone) -> Timestamp {
+    let local = wall(ts, zone);
+    match local.time().with().hour(hour).build() {
+        Ok(time) => resolve(local.date().to_datetime(time), zone),
+        Err(_) => ts,
+    }
+}
+
+/// A time of day on the (local) date of `ts`, resolved.
+pub fn time_on_date_of(ts: Timestamp, time: Time, zone: &TimeZone) -> Timestamp {
+    resolve(wall(ts, zone).date().to_datetime(time), zone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ny() -> TimeZone {
+        TimeZone::get("America/New_York").unwrap()
+    }
+
+    #[test]
+    fn resolve_moves_gap_forward_and_takes_the_later_fold() {
+        let gap: DateTime = "2026-03-08T02:30".parse().unwrap();
+        assert_eq!(resolve(gap, &ny()).to_string(), "2026-03-08T07:30:00Z");
+        let fold: DateTime = "2026-11-01T01:30".parse().unwrap();
+        assert_eq!(resolve(fold, &ny()).to_string(), "2026-11-01T06:30:00Z");
+    }
+
+    #[test]
+    fn adding_a_day_into_a_gap_moves_back() {
+        // 2026-03-07 02:30 EST + 1 day → 01:30 EST on the spring-forward day.
+        let t: Timestamp = "2026-03-07T07:30:00Z".parse().unwrap();
+        assert_eq!(add_days(t, 1, &ny()).to_string(), "2026-03-08T06:30:00Z");
+        // Ordinary days keep the wall time across the change.
+        let t: Timestamp = "2026-03-07T17:00:00Z".parse().unwrap();
+        assert_eq!(add_days(t, 2, &ny()).to_string(), "2026-03-09T16:00:00Z");
+    }
+
+    #[test]
+    fn adding_months_pins_the_day() {
+        let utc = TimeZone::UTC;
+        let t: Timestamp = "2024-01-31T10:00:00Z".parse().unwrap();
+        assert_eq!(add_months(t, 1, &utc).to_string(), "2024-02-29T10:00:00Z");
+        assert_eq!(add_months(t, 13, &utc).to_string(), "2025-02-28T10:00:00Z");
+    }
+}
