@@ -51,7 +51,11 @@ pub enum ApiStartError {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "chime", description = "chime's REST API: tasks, jobs, triggers, workers."),
-    tags((name = "tasks", description = "ad-hoc tasks and task history"), (name = "workers"))
+    tags(
+        (name = "tasks", description = "ad-hoc tasks and task history"),
+        (name = "schedule", description = "the schedule engine"),
+        (name = "workers")
+    )
 )]
 struct ApiDoc;
 
@@ -64,6 +68,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .routes(routes!(routes::tasks::get_task))
         .routes(routes!(routes::workers::list_workers))
+        .routes(routes!(routes::schedule::preview_schedule))
         .split_for_parts();
     let openapi_json = serde_json::to_value(&openapi).unwrap_or_default();
     let api = api

@@ -1,7 +1,8 @@
 //! The `chime` binary: runs any service, or all of them, and is the API's client.
 //!
 //! Services: `up` (api + worker in one process), `api`, `worker`, `migrate`. Client verbs talk to
-//! the API at `CHIME_API_URL`: `submit`, `task list|show`, `workers`. Errors print one
+//! the API at `CHIME_API_URL`: `submit`, `task list|show`, `workers`. `schedule preview` runs the
+//! schedule engine locally. Errors print one
 //! `error: …` line on stderr and exit non-zero (2 for bad usage).
 
 pub mod client;
@@ -66,6 +67,9 @@ enum Command {
     /// Lists or shows tasks.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// The schedule engine, no server needed.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Lists workers.
     Workers {
         /// Print JSON.
@@ -85,6 +89,12 @@ struct ServeArgs {
     /// Tasks a worker runs at once [env: CHIME_WORKER__CONCURRENCY]
     #[arg(long)]
     concurrency: Option<u16>,
+}
+
+#[derive(Debug, Subcommand)]
+enum ScheduleCommand {
+    /// Prints a trigger's next fire times, one RFC 3339 UTC time per line.
+    Preview(commands::schedule::PreviewArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,6 +121,18 @@ enum TaskCommand {
     },
 }
 
+/// Input the user must fix: exits 2 (like a usage error), not 1.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
 /// Parses the command line and runs it; the binary's `main`.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -136,7 +158,11 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            if error.downcast_ref::<BadInput>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -196,6 +222,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Task(TaskCommand::Show { id, json }) => {
             commands::tasks::show(&client(&settings(global, None)?)?, id, json).await
         }
+        Command::Schedule(ScheduleCommand::Preview(args)) => commands::schedule::run(args),
         Command::Workers { json } => {
             commands::workers::list(&client(&settings(global, None)?)?, json).await
         }

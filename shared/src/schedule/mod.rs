@@ -313,6 +313,32 @@ impl Schedule {
     }
 }
 
+/// The most fire times one preview computes.
+pub const MAX_PREVIEW: usize = 10_000;
+
+/// The first `count` fire times of a trigger (through an optional calendar), from its start or,
+/// without one, from `now`: `chime schedule preview` and `POST /api/v1/schedule/preview`.
+pub fn preview(
+    trigger: &ScheduleSpec,
+    calendar: Option<&CalendarSpec>,
+    count: usize,
+    now: Timestamp,
+) -> Result<Vec<Timestamp>, ScheduleError> {
+    if count > MAX_PREVIEW {
+        return Err(ScheduleError::Invalid(format!(
+            "count {count} is more than {MAX_PREVIEW}"
+        )));
+    }
+    let schedule = Schedule::compile(trigger, now)?;
+    let calendar = calendar.map(Calendar::compile).transpose()?;
+    Ok(schedule.fire_times(calendar.as_ref(), count))
+}
+
+/// A fire time as chime prints it: RFC 3339 UTC with milliseconds (`2026-01-01T12:00:00.000Z`).
+pub fn format_fire_time(t: Timestamp) -> String {
+    format!("{t:.3}")
+}
+
 fn within_give_up(t: Timestamp) -> bool {
     t.to_zoned(TimeZone::UTC).year() < GIVE_UP_YEAR
 }

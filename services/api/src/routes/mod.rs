@@ -1,5 +1,6 @@
 //! The API's routes, one module per resource.
 
 pub mod health;
+pub mod schedule;
 pub mod tasks;
 pub mod workers;

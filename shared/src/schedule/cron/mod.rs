@@ -404,6 +404,18 @@ impl CronExpr {
         }
     }
 
+    /// Whether a wall time satisfies every field (second, minute, hour, day, month, year), without
+    /// regard to DST: the check the search must agree with.
+    pub fn matches_fields(&self, local: DateTime) -> bool {
+        let (year, month, day) = (local.year(), local.month() as u8, local.day() as u8);
+        self.seconds & (1 << local.second()) != 0
+            && self.minutes & (1 << local.minute()) != 0
+            && self.hours & (1 << local.hour()) != 0
+            && self.months & (1 << month) != 0
+            && self.years.next_at_or_after(year) == Some(year)
+            && self.day_mask(year, month) & (1 << day) != 0
+    }
+
     /// Whether `at` (to the second) is a fire time of this expression in `zone`.
     pub fn matches(&self, at: Timestamp, zone: &TimeZone) -> bool {
         let second = at.as_second();
