@@ -15,6 +15,8 @@ pub mod calendar_interval;
 pub mod cron;
 pub mod daily_time_interval;
 pub mod misfire;
+#[cfg(test)]
+mod misfire_tests;
 pub mod simple;
 pub mod spec;
 mod wall_clock;
