@@ -67,6 +67,9 @@ enum Command {
     /// Lists or shows tasks.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Benchmarks; each prints one machine-readable line.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// The schedule engine, no server needed.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
@@ -89,6 +92,16 @@ struct ServeArgs {
     /// Tasks a worker runs at once [env: CHIME_WORKER__CONCURRENCY]
     #[arg(long)]
     concurrency: Option<u16>,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Next-fire computations per second on one core.
+    Schedule {
+        /// How long to run.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -223,6 +236,12 @@ async fn run(cli: Cli) -> Result<()> {
             commands::tasks::show(&client(&settings(global, None)?)?, id, json).await
         }
         Command::Schedule(ScheduleCommand::Preview(args)) => commands::schedule::run(args),
+        Command::Bench(BenchCommand::Schedule { seconds }) => {
+            let seconds = std::time::Duration::try_from_secs_f64(seconds)
+                .map_err(|e| BadInput(format!("--seconds: {e}")))?;
+            println!("{}", chime_bench::schedule::run(seconds).line());
+            Ok(())
+        }
         Command::Workers { json } => {
             commands::workers::list(&client(&settings(global, None)?)?, json).await
         }
