@@ -5,3 +5,4 @@ mod adhoc;
 mod bad_input;
 mod outbox;
 mod process;
+mod schedule;

@@ -1,0 +1,115 @@
+//! `chime schedule preview` and `POST /api/v1/schedule/preview`: the engine from the outside.
+
+use anyhow::Result;
+use chime_cli::commands::services::Services;
+use chime_tests::{TestEnv, chime_binary, http};
+
+const LAST_FRIDAY: &str = r#"{"kind":"cron","cron":"0 15 10 ? * 6L","time_zone":"America/New_York","start_time":"2026-01-01T00:00:00Z"}"#;
+
+async fn preview(args: &[&str]) -> Result<std::process::Output> {
+    Ok(tokio::process::Command::new(chime_binary()?)
+        .args(["schedule", "preview"])
+        .args(args)
+        .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+        .output()
+        .await?)
+}
+
+#[tokio::test]
+async fn preview_prints_one_utc_time_per_line_without_a_server() -> Result<()> {
+    let out = preview(&["--trigger", LAST_FRIDAY, "--count", "3"]).await?;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout)?,
+        "2026-01-30T15:15:00.000Z\n2026-02-27T15:15:00.000Z\n2026-03-27T14:15:00.000Z\n"
+    );
+    let with_calendar = preview(&[
+        "--trigger",
+        r#"{"kind":"simple","interval_ms":86400000,"repeat_count":-1,"start_time":"2026-01-02T09:00:00Z"}"#,
+        "--calendar",
+        r#"{"kind":"weekly","excluded_days":["SAT","SUN"]}"#,
+        "--count",
+        "2",
+    ])
+    .await?;
+    assert_eq!(
+        String::from_utf8(with_calendar.stdout)?,
+        "2026-01-02T09:00:00.000Z\n2026-01-05T09:00:00.000Z\n"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn preview_refuses_bad_input_with_exit_2_and_the_reason() -> Result<()> {
+    for (args, needle) in [
+        (
+            vec!["--trigger", r#"{"kind":"cron","cron":"0 0 12 32 * ?"}"#],
+            "error: cron field 4 (day-of-month): 32 is out of range 1-31",
+        ),
+        (
+            vec![
+                "--trigger",
+                r#"{"kind":"cron","cron":"0 0 12 * * ?","time_zone":"Mars/Base"}"#,
+            ],
+            "error: unknown time zone \"Mars/Base\"",
+        ),
+        (vec!["--trigger", "not json"], "error: --trigger:"),
+        (
+            vec![
+                "--trigger",
+                LAST_FRIDAY,
+                "--calendar",
+                r#"{"kind":"weekly","excluded_days":["XYZ"]}"#,
+            ],
+            "error: \"XYZ\" is not a day of the week",
+        ),
+    ] {
+        let out = preview(&args).await?;
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let stderr = String::from_utf8(out.stderr)?;
+        assert!(
+            stderr.starts_with(needle),
+            "{stderr:?} should start with {needle:?}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_previews_the_same_fire_times() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services {
+        api: true,
+        worker: false,
+    })
+    .await?;
+    let url = format!("{}/api/v1/schedule/preview", env.api_url());
+    let body = serde_json::json!({
+        "trigger": serde_json::from_str::<serde_json::Value>(LAST_FRIDAY)?,
+        "count": 3
+    });
+    let response = http().post(&url).json(&body).send().await?;
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: serde_json::Value = response.json().await?;
+    assert_eq!(
+        answer["fires"],
+        serde_json::json!([
+            "2026-01-30T15:15:00.000Z",
+            "2026-02-27T15:15:00.000Z",
+            "2026-03-27T14:15:00.000Z"
+        ])
+    );
+    let bad = http()
+        .post(&url)
+        .json(&serde_json::json!({"trigger": {"kind": "cron", "cron": "0 60 12 * * ?"}}))
+        .send()
+        .await?;
+    assert_eq!(bad.status().as_u16(), 400);
+    let error: serde_json::Value = bad.json().await?;
+    assert_eq!(
+        error["error"],
+        "cron field 2 (minute): 60 is out of range 0-59"
+    );
+    env.cleanup().await
+}
