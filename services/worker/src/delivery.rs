@@ -40,14 +40,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
     async {
         let Some(_permit) = worker.permit().await else {
             // Shutting down before it started: give it back to the queue.
-            let _ = delivery
-                .acker
-                .nack(BasicNackOptions {
-                    requeue: true,
-                    ..BasicNackOptions::default()
-                })
-                .await;
-            return;
+            return requeue(&delivery).await;
         };
         let started = task_lifecycle::start_attempt(
             &worker.store,
@@ -68,14 +61,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
                 // The database is unreachable: put the message back and let it come again.
                 warn!(%error, "cannot start the attempt; requeueing");
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                let _ = delivery
-                    .acker
-                    .nack(BasicNackOptions {
-                        requeue: true,
-                        ..BasicNackOptions::default()
-                    })
-                    .await;
-                return;
+                return requeue(&delivery).await;
             }
         }
         metrics::gauge!("chime_worker_running").increment(1.0);
@@ -130,13 +116,7 @@ pub async fn handle_submission(worker: &Worker, channel: Channel, queue: &str, d
         Err(error) => {
             warn!(%error, "cannot record the submission; requeueing");
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let _ = delivery
-                .acker
-                .nack(BasicNackOptions {
-                    requeue: true,
-                    ..BasicNackOptions::default()
-                })
-                .await;
+            requeue(&delivery).await;
         }
     }
 }
@@ -185,6 +165,17 @@ async fn reject_poison(
             // Not safely dead-lettered: leave it unacked; the queue's delivery limit ends the loop.
             warn!(%error, "dead-lettering failed");
         }
+    }
+}
+
+/// Gives the delivery back to its queue (it was not started).
+async fn requeue(delivery: &Delivery) {
+    let requeue = BasicNackOptions {
+        requeue: true,
+        ..BasicNackOptions::default()
+    };
+    if let Err(error) = delivery.acker.nack(requeue).await {
+        debug!(%error, "nack failed; the message comes back when the channel closes");
     }
 }
 

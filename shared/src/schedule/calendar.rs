@@ -3,7 +3,7 @@
 //! excluded). A calendar may chain a `base`: a time is excluded if either excludes it.
 
 use jiff::civil::{Date, Time};
-use jiff::tz::TimeZone;
+use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{SignedDuration, Timestamp};
 
 use super::cron::CronExpr;
@@ -223,7 +223,32 @@ impl Calendar {
                     if s <= t && t <= e { after(e) } else { after(t) }
                 }
             }
-            Rule::Cron(_) => Timestamp::from_second(t.as_second() + 1).unwrap_or(Timestamp::MAX),
+            Rule::Cron(cron) => {
+                let next_second =
+                    Timestamp::from_second(t.as_second() + 1).unwrap_or(Timestamp::MAX);
+                let Some(unmatched) = cron.next_unmatched_after(wall(t, zone)) else {
+                    return Timestamp::MAX;
+                };
+                // The earliest instant of that wall time, so a gap or fold never makes us skip.
+                let resume = match zone.to_ambiguous_timestamp(unmatched).offset() {
+                    AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(unmatched),
+                    AmbiguousOffset::Gap {
+                        after: earliest, ..
+                    }
+                    | AmbiguousOffset::Fold {
+                        before: earliest, ..
+                    } => earliest.to_timestamp(unmatched),
+                }
+                .unwrap_or(next_second);
+                // Across an offset change, wall times and Quartz's fold rule part ways: near
+                // one, resume no further than a few hours before it.
+                match zone.following(t).next() {
+                    Some(change) if change.timestamp() <= resume => resume
+                        .min(change.timestamp() - SignedDuration::from_hours(3))
+                        .max(next_second),
+                    _ => resume.max(next_second),
+                }
+            }
         }
     }
 }

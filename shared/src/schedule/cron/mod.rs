@@ -168,6 +168,64 @@ impl Civil {
         self.second += 1;
         self
     }
+
+    /// Turns a field one past its maximum into the next value of the field above (a day past
+    /// the month's end is left to the day search, a month past 12 to the year's).
+    fn carry(&mut self) {
+        if self.second > 59 {
+            *self = self.start_of_minute(self.minute + 1);
+        }
+        if self.minute > 59 {
+            *self = self.start_of_hour(self.hour + 1);
+        }
+        if self.hour > 23 {
+            *self = self.start_of_day(self.day + 1);
+        }
+        if self.month > 12 {
+            *self = Self::start_of_year(self.year + 1);
+        }
+    }
+
+    fn start_of_year(year: i16) -> Self {
+        Self {
+            year,
+            month: 1,
+            day: 1,
+            hour: 0,
+            minute: 0,
+            second: 0,
+        }
+    }
+
+    fn start_of_month(self, month: u8) -> Self {
+        Self {
+            month,
+            day: 1,
+            ..self.start_of_day(1)
+        }
+    }
+
+    fn start_of_day(self, day: u8) -> Self {
+        Self {
+            day,
+            ..self.start_of_hour(0)
+        }
+    }
+
+    fn start_of_hour(self, hour: u8) -> Self {
+        Self {
+            hour,
+            ..self.start_of_minute(0)
+        }
+    }
+
+    fn start_of_minute(self, minute: u8) -> Self {
+        Self {
+            minute,
+            second: 0,
+            ..self
+        }
+    }
 }
 
 impl CronExpr {
@@ -263,112 +321,49 @@ impl CronExpr {
         mask
     }
 
-    /// The first civil time at or after `at` matching every field (fields of `at` may overflow
-    /// by one: the search carries them). None past [`MAX_YEAR`].
+    /// The first civil time at or after `at` matching every field (a field of `at` may be one
+    /// past its maximum: the search carries it). None past [`MAX_YEAR`].
+    ///
+    /// Each field, from the year down, either matches or moves to its next match, which starts
+    /// every lower field afresh; a field with no match left carries into the one above.
     fn next_civil(&self, mut at: Civil) -> Option<Civil> {
         loop {
-            if at.second > 59 {
-                at.second = 0;
-                at.minute += 1;
-            }
-            if at.minute > 59 {
-                at.minute = 0;
-                at.hour += 1;
-            }
-            if at.hour > 23 {
-                at.hour = 0;
-                at.day += 1;
-            }
-            if at.month > 12 {
-                at = Civil {
-                    year: at.year + 1,
-                    month: 1,
-                    day: 1,
-                    hour: 0,
-                    minute: 0,
-                    second: 0,
-                };
-            }
+            at.carry();
             let year = self.years.next_at_or_after(at.year)?;
             if year != at.year {
-                at = Civil {
-                    year,
-                    month: 1,
-                    day: 1,
-                    hour: 0,
-                    minute: 0,
-                    second: 0,
-                };
+                at = Civil::start_of_year(year);
             }
             let Some(month) = next_bit(u64::from(self.months), u32::from(at.month)) else {
-                at.month = 13;
+                at = Civil::start_of_year(at.year + 1);
                 continue;
             };
             if month as u8 != at.month {
-                at = Civil {
-                    month: month as u8,
-                    day: 1,
-                    hour: 0,
-                    minute: 0,
-                    second: 0,
-                    ..at
-                };
+                at = at.start_of_month(month as u8);
             }
             let days = self.day_mask(at.year, at.month);
             let Some(day) = next_bit(u64::from(days), u32::from(at.day)) else {
-                at = Civil {
-                    month: at.month + 1,
-                    day: 1,
-                    hour: 0,
-                    minute: 0,
-                    second: 0,
-                    ..at
-                };
+                at = at.start_of_month(at.month + 1);
                 continue;
             };
             if day as u8 != at.day {
-                at = Civil {
-                    day: day as u8,
-                    hour: 0,
-                    minute: 0,
-                    second: 0,
-                    ..at
-                };
+                at = at.start_of_day(day as u8);
             }
             let Some(hour) = next_bit(u64::from(self.hours), u32::from(at.hour)) else {
-                at = Civil {
-                    hour: 24,
-                    minute: 0,
-                    second: 0,
-                    ..at
-                };
+                at = at.start_of_hour(24);
                 continue;
             };
             if hour as u8 != at.hour {
-                at = Civil {
-                    hour: hour as u8,
-                    minute: 0,
-                    second: 0,
-                    ..at
-                };
+                at = at.start_of_hour(hour as u8);
             }
             let Some(minute) = next_bit(self.minutes, u32::from(at.minute)) else {
-                at = Civil {
-                    minute: 60,
-                    second: 0,
-                    ..at
-                };
+                at = at.start_of_minute(60);
                 continue;
             };
             if minute as u8 != at.minute {
-                at = Civil {
-                    minute: minute as u8,
-                    second: 0,
-                    ..at
-                };
+                at = at.start_of_minute(minute as u8);
             }
             let Some(second) = next_bit(self.seconds, u32::from(at.second)) else {
-                at = Civil { second: 60, ..at };
+                at.second = 60;
                 continue;
             };
             at.second = second as u8;
@@ -414,6 +409,37 @@ impl CronExpr {
             && self.months & (1 << month) != 0
             && self.years.next_at_or_after(year) == Some(year)
             && self.day_mask(year, month) & (1 << day) != 0
+    }
+
+    /// The first wall time after `after` (to the second) that does not satisfy every field: where
+    /// a cron calendar stops excluding. None if everything up to [`MAX_YEAR`] matches.
+    pub fn next_unmatched_after(&self, after: DateTime) -> Option<DateTime> {
+        const FULL_SIXTY: u64 = (1 << 60) - 1;
+        let mut at = Civil::from_datetime(after).plus_one_second();
+        loop {
+            at.carry();
+            if at.day > days_in_month(at.year, at.month) {
+                at = at.start_of_month(at.month + 1);
+                continue;
+            }
+            if at.year > MAX_YEAR {
+                return None;
+            }
+            let local = at.to_datetime()?;
+            if !self.matches_fields(local) {
+                return Some(local);
+            }
+            // Everything matches here: skip the largest unit whose every value matches.
+            at = if self.seconds != FULL_SIXTY {
+                at.plus_one_second()
+            } else if self.minutes != FULL_SIXTY {
+                at.start_of_minute(at.minute + 1)
+            } else if self.hours != (1 << 24) - 1 {
+                at.start_of_hour(at.hour + 1)
+            } else {
+                at.start_of_day(at.day + 1)
+            };
+        }
     }
 
     /// Whether `at` (to the second) is a fire time of this expression in `zone`.
