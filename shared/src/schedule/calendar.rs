@@ -3,12 +3,12 @@
 //! excluded). A calendar may chain a `base`: a time is excluded if either excludes it.
 
 use jiff::civil::{Date, Time};
-use jiff::tz::{AmbiguousOffset, TimeZone};
+use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 
 use super::cron::CronExpr;
 use super::spec::CalendarSpec;
-use super::wall_clock::{add_days, resolve, time_on_date_of, wall};
+use super::wall_clock::{earliest_instant, time_on_date_of, wall};
 use super::{ScheduleError, parse_time_of_day, parse_weekday, zone};
 
 /// A compiled calendar.
@@ -180,7 +180,8 @@ impl Calendar {
                     (d0 < t && t < s) || (e < t && t < d1)
                 }
             }
-            Rule::Cron(cron) => !cron.matches(t, &self.zone),
+            // Quartz's CronCalendar re-resolves the wall time, so both passes of a fold count.
+            Rule::Cron(cron) => !cron.matches_fields(wall(t, &self.zone)),
         }
     }
 
@@ -201,9 +202,9 @@ impl Calendar {
 
     fn own_resume(&self, t: Timestamp) -> Timestamp {
         let zone = &self.zone;
-        let next_day = || {
-            let midnight = resolve(wall(t, zone).date().to_datetime(MIDNIGHT), zone);
-            add_days(midnight, 1, zone).max(t)
+        let next_day = || match wall(t, zone).date().tomorrow() {
+            Ok(date) => earliest_instant(date.to_datetime(MIDNIGHT), zone).max(t),
+            Err(_) => Timestamp::MAX,
         };
         match &self.rule {
             Rule::Weekly(_) | Rule::Monthly(_) | Rule::Holiday(_) | Rule::Annual(_) => next_day(),
@@ -226,27 +227,11 @@ impl Calendar {
             Rule::Cron(cron) => {
                 let next_second =
                     Timestamp::from_second(t.as_second() + 1).unwrap_or(Timestamp::MAX);
-                let Some(unmatched) = cron.next_unmatched_after(wall(t, zone)) else {
-                    return Timestamp::MAX;
-                };
-                // The earliest instant of that wall time, so a gap or fold never makes us skip.
-                let resume = match zone.to_ambiguous_timestamp(unmatched).offset() {
-                    AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(unmatched),
-                    AmbiguousOffset::Gap {
-                        after: earliest, ..
-                    }
-                    | AmbiguousOffset::Fold {
-                        before: earliest, ..
-                    } => earliest.to_timestamp(unmatched),
-                }
-                .unwrap_or(next_second);
-                // Across an offset change, wall times and Quartz's fold rule part ways: near
-                // one, resume no further than a few hours before it.
-                match zone.following(t).next() {
-                    Some(change) if change.timestamp() <= resume => resume
-                        .min(change.timestamp() - SignedDuration::from_hours(3))
-                        .max(next_second),
-                    _ => resume.max(next_second),
+                match cron.next_unmatched_after(wall(t, zone)) {
+                    // The earliest instant of that wall time: a gap or a fold never makes the
+                    // search skip an included time.
+                    Some(unmatched) => earliest_instant(unmatched, zone).max(next_second),
+                    None => Timestamp::MAX,
                 }
             }
         }

@@ -28,6 +28,30 @@ pub fn resolve(dt: DateTime, zone: &TimeZone) -> Timestamp {
     })
 }
 
+/// The first instant showing a wall time or any later one (a gap: where the gap starts; a fold:
+/// its first pass). Where a search may resume without skipping that wall time.
+pub fn earliest_instant(dt: DateTime, zone: &TimeZone) -> Timestamp {
+    let saturate = if dt.year() > 0 {
+        Timestamp::MAX
+    } else {
+        Timestamp::MIN
+    };
+    match zone.to_ambiguous_timestamp(dt).offset() {
+        AmbiguousOffset::Unambiguous { offset } | AmbiguousOffset::Fold { before: offset, .. } => {
+            offset.to_timestamp(dt).unwrap_or(saturate)
+        }
+        // Read with the later offset the wall time is just before the gap: the gap starts at the
+        // next transition.
+        AmbiguousOffset::Gap { after, .. } => match after.to_timestamp(dt) {
+            Ok(before_gap) => zone
+                .following(before_gap)
+                .next()
+                .map_or(before_gap, |transition| transition.timestamp()),
+            Err(_) => saturate,
+        },
+    }
+}
+
 /// The wall time of an instant.
 pub fn wall(ts: Timestamp, zone: &TimeZone) -> DateTime {
     zone.to_datetime(ts)
@@ -103,6 +127,20 @@ mod tests {
         assert_eq!(resolve(gap, &ny()).to_string(), "2026-03-08T07:30:00Z");
         let fold: DateTime = "2026-11-01T01:30".parse().unwrap();
         assert_eq!(resolve(fold, &ny()).to_string(), "2026-11-01T06:30:00Z");
+    }
+
+    #[test]
+    fn the_earliest_instant_of_a_gap_is_where_it_starts() {
+        let gap: DateTime = "2026-03-08T02:30".parse().unwrap();
+        assert_eq!(
+            earliest_instant(gap, &ny()).to_string(),
+            "2026-03-08T07:00:00Z"
+        );
+        let fold: DateTime = "2026-11-01T01:30".parse().unwrap();
+        assert_eq!(
+            earliest_instant(fold, &ny()).to_string(),
+            "2026-11-01T05:30:00Z"
+        );
     }
 
     #[test]

@@ -51,8 +51,8 @@ struct DomRule {
     days: u32,
     /// Bit n: the n-th day before the last (`L` is bit 0, `L-3` bit 3).
     last_offsets: u32,
-    /// `LW`: the last weekday (Monday-Friday) of the month.
-    last_weekday: bool,
+    /// Bit n: `L-nW` (`LW` is bit 0), the weekday nearest the n-th day before the last.
+    last_weekdays: u32,
     /// Bit n: `nW`, the weekday nearest the n-th, within the month.
     nearest_weekdays: u32,
 }
@@ -125,6 +125,30 @@ fn weekday(year: i16, month: u8, day: u8) -> u8 {
     Date::new(year, month as i8, day as i8)
         .map(|d| d.weekday().to_sunday_zero_offset() as u8)
         .unwrap_or(0)
+}
+
+/// The weekday nearest day `n` of a month of `len` days, never leaving the month (`nW`).
+///
+/// Quartz's quirk for a day past the month's end: it takes the weekday of the date it overflows
+/// to, so `31W` in a 30-day month whose next month starts on a Saturday is the 30th (a Friday),
+/// and any other overflow finds no day.
+fn nearest_weekday(year: i16, month: u8, n: u8, len: u8) -> Option<u8> {
+    if n > len {
+        let (next_year, next_month) = if month == 12 {
+            (year + 1, 1)
+        } else {
+            (year, month + 1)
+        };
+        let overflow_weekday = weekday(next_year, next_month, n - len);
+        return (overflow_weekday == 6 && n - 1 <= len).then_some(n - 1);
+    }
+    Some(match weekday(year, month, n) {
+        6 if n == 1 => 3,
+        6 => n - 1,
+        0 if n == len => n - 2,
+        0 => n + 1,
+        _ => n,
+    })
 }
 
 /// A civil time being searched, field by field.
@@ -273,30 +297,23 @@ impl CronExpr {
                 mask |= 1 << (len - n);
             }
         }
-        if rule.last_weekday {
-            let day = match weekday(year, month, len) {
-                6 => len - 1,
-                0 => len - 2,
-                _ => len,
-            };
-            mask |= 1 << day;
+        let mut last_weekdays = rule.last_weekdays;
+        while last_weekdays != 0 {
+            let n = last_weekdays.trailing_zeros() as u8;
+            last_weekdays &= last_weekdays - 1;
+            if n < len
+                && let Some(day) = nearest_weekday(year, month, len - n, len)
+            {
+                mask |= 1 << day;
+            }
         }
         let mut nearest = rule.nearest_weekdays;
         while nearest != 0 {
             let n = nearest.trailing_zeros() as u8;
             nearest &= nearest - 1;
-            if n > len {
-                continue;
+            if let Some(day) = nearest_weekday(year, month, n, len) {
+                mask |= 1 << day;
             }
-            // The weekday nearest the n-th, never leaving the month.
-            let day = match weekday(year, month, n) {
-                6 if n == 1 => 3,
-                6 => n - 1,
-                0 if n == len => n - 2,
-                0 => n + 1,
-                _ => n,
-            };
-            mask |= 1 << day;
         }
         mask
     }
@@ -440,15 +457,6 @@ impl CronExpr {
                 at.start_of_day(at.day + 1)
             };
         }
-    }
-
-    /// Whether `at` (to the second) is a fire time of this expression in `zone`.
-    pub fn matches(&self, at: Timestamp, zone: &TimeZone) -> bool {
-        let second = at.as_second();
-        Timestamp::from_second(second - 1)
-            .ok()
-            .and_then(|before| self.next_after(before, zone))
-            .is_some_and(|next| next.as_second() == second)
     }
 
     /// The first fire time at or after `at`.

@@ -127,7 +127,8 @@ impl Field {
     /// maximum, as `FRI-MON` or `22-2`), steps.
     fn set(&self, text: &str) -> Result<u128, CronError> {
         let mut set = 0u128;
-        for item in text.split(',') {
+        // Quartz skips empty list items ("1,,2", ",1").
+        for item in text.split(',').filter(|item| !item.is_empty()) {
             set |= self.item(item)?;
         }
         Ok(set)
@@ -161,6 +162,11 @@ impl Field {
         {
             (self.min, self.max)
         } else if let Some((a, b)) = range.split_once('-') {
+            if !b.chars().all(|c| c.is_ascii_digit()) {
+                return Err(self.err(format!(
+                    "{item:?}: a range that starts with a number ends with one"
+                )));
+            }
             (self.value(a)?, self.value(b)?)
         } else {
             let v = self.value(range)?;
@@ -295,7 +301,7 @@ impl CronExpr {
 
 fn parse_years(field: &Field, text: &str) -> Result<YearSet, CronError> {
     let mut set = YearSet::default();
-    for item in text.split(',') {
+    for item in text.split(',').filter(|item| !item.is_empty()) {
         let (range, step) = match item.split_once('/') {
             Some((range, step)) => {
                 let step: u32 = step
@@ -368,13 +374,17 @@ fn unix_days(
 
 fn parse_dom(field: &Field, text: &str) -> Result<DomRule, CronError> {
     let mut rule = DomRule::default();
-    for item in text.split(',') {
+    for item in text.split(',').filter(|item| !item.is_empty()) {
         let upper = item.to_ascii_uppercase();
         if upper == "L" {
             rule.last_offsets |= 1;
         } else if upper == "LW" {
-            rule.last_weekday = true;
+            rule.last_weekdays |= 1;
         } else if let Some(offset) = upper.strip_prefix("L-") {
+            let (offset, weekday) = match offset.strip_suffix('W') {
+                Some(offset) => (offset, true),
+                None => (offset, false),
+            };
             let n: u32 = offset
                 .parse()
                 .map_err(|_| field.err(format!("{item:?}: L-n needs a number of days")))?;
@@ -383,7 +393,11 @@ fn parse_dom(field: &Field, text: &str) -> Result<DomRule, CronError> {
                     "{item:?}: the offset from the last day is at most 30"
                 )));
             }
-            rule.last_offsets |= 1u32 << n;
+            if weekday {
+                rule.last_weekdays |= 1u32 << n;
+            } else {
+                rule.last_offsets |= 1u32 << n;
+            }
         } else if let Some(day) = upper.strip_suffix('W') {
             let day = field.value(day)?;
             rule.nearest_weekdays |= 1u32 << day;
@@ -408,8 +422,12 @@ fn parse_dow(field: &Field, text: &str) -> Result<DowRule, CronError> {
             (v - 1) as u8
         }
     };
-    for item in text.split(',') {
+    for item in text.split(',').filter(|item| !item.is_empty()) {
         let upper = item.to_ascii_uppercase();
+        // `6L` or `FRIL`: the last such weekday of the month.
+        let last_of = upper
+            .strip_suffix('L')
+            .filter(|day| !day.is_empty() && !day.contains(['-', '/', ',']));
         if upper == "L" {
             // Alone, L is the last day of the week: Saturday.
             rule.days |= 1 << 6;
@@ -422,12 +440,8 @@ fn parse_dow(field: &Field, text: &str) -> Result<DowRule, CronError> {
                 return Err(field.err(format!("{item:?}: the week after # is 1 to 5")));
             }
             rule.nth[usize::from(nth - 1)] |= 1 << day;
-        } else if let Some(day) = upper.strip_suffix('L') {
+        } else if let Some(day) = last_of {
             rule.last |= 1 << weekday(field.value(day)?);
-        } else if upper.contains('L') || upper.contains('W') {
-            return Err(field.err(format!(
-                "{item:?}: day-of-week takes L, nL, n#k, or numbers, names, ranges and steps"
-            )));
         } else {
             let set = field.set(item)?;
             for v in field.min..=field.max {
