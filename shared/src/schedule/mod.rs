@@ -353,10 +353,38 @@ fn zone(name: Option<&str>) -> Result<TimeZone, ScheduleError> {
     }
 }
 
-/// `HH:MM`, `HH:MM:SS` or `HH:MM:SS.mmm`.
+/// `HH:MM`, `HH:MM:SS` or `HH:MM:SS.mmm` (no leap second).
 fn parse_time_of_day(text: &str) -> Result<Time, ScheduleError> {
-    text.parse::<Time>()
-        .map_err(|_| ScheduleError::Invalid(format!("{text:?} is not a time of day (HH:MM[:SS])")))
+    let invalid = || ScheduleError::Invalid(format!("{text:?} is not a time of day (HH:MM[:SS])"));
+    let (clock, millis) = match text.split_once('.') {
+        Some((clock, millis)) => (clock, Some(millis)),
+        None => (text, None),
+    };
+    let two_digits = |part: &str, max: i8| -> Result<i8, ScheduleError> {
+        if part.len() != 2 || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        let value: i8 = part.parse().map_err(|_| invalid())?;
+        if value > max {
+            Err(invalid())
+        } else {
+            Ok(value)
+        }
+    };
+    let parts: Vec<&str> = clock.split(':').collect();
+    let (hour, minute, second) = match parts.as_slice() {
+        [h, m] => (two_digits(h, 23)?, two_digits(m, 59)?, 0),
+        [h, m, s] => (two_digits(h, 23)?, two_digits(m, 59)?, two_digits(s, 59)?),
+        _ => return Err(invalid()),
+    };
+    let nanos = match millis {
+        Some(m) if m.len() == 3 && m.bytes().all(|b| b.is_ascii_digit()) => {
+            m.parse::<i32>().map_err(|_| invalid())? * 1_000_000
+        }
+        Some(_) => return Err(invalid()),
+        None => 0,
+    };
+    Time::new(hour, minute, second, nanos).map_err(|_| invalid())
 }
 
 /// `MON` … `SUN`, any case.

@@ -10,7 +10,7 @@
 
 mod parse;
 
-pub use parse::{CronError, MAX_YEAR, MIN_YEAR};
+pub use parse::{CronError, LAST_YEAR, MAX_YEAR, MIN_YEAR};
 
 use jiff::civil::{Date, DateTime};
 use jiff::tz::{AmbiguousOffset, TimeZone};
@@ -67,7 +67,8 @@ struct DowRule {
     nth: [u8; 5],
 }
 
-/// Years 1970-2199 as a bit set.
+/// The years a cron expression fires in (1970 to [`MAX_YEAR`]) as a bit set; later years it
+/// names never fire and are not kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct YearSet([u64; 4]);
 
@@ -81,6 +82,9 @@ impl YearSet {
     }
 
     fn insert(&mut self, year: i16) {
+        if !(MIN_YEAR..=MAX_YEAR).contains(&year) {
+            return;
+        }
         let i = (year - MIN_YEAR) as usize;
         self.0[i / 64] |= 1 << (i % 64);
     }
@@ -88,7 +92,7 @@ impl YearSet {
     /// The first year in the set at or after `year`.
     fn next_at_or_after(&self, year: i16) -> Option<i16> {
         let mut i = usize::try_from(year.max(MIN_YEAR) - MIN_YEAR).ok()?;
-        while i < 256 {
+        while i < 4 * 64 {
             let word = self.0[i / 64] >> (i % 64);
             if word != 0 {
                 let found = i + word.trailing_zeros() as usize;
@@ -149,6 +153,33 @@ fn nearest_weekday(year: i16, month: u8, n: u8, len: u8) -> Option<u8> {
         0 => n + 1,
         _ => n,
     })
+}
+
+/// The zone's spring-forward gaps, as the search needs them (none for a fixed offset).
+struct Gaps<'a> {
+    zone: Option<&'a TimeZone>,
+}
+
+impl<'a> Gaps<'a> {
+    fn of(zone: &'a TimeZone) -> Self {
+        Self {
+            zone: zone.to_fixed_offset().is_err().then_some(zone),
+        }
+    }
+
+    /// Where a wall time inside a gap is pushed (read with the offset before the gap); None when
+    /// it exists.
+    fn past_gap(&self, at: Civil) -> Option<Civil> {
+        let zone = self.zone?;
+        let dt = at.to_datetime()?;
+        match zone.to_ambiguous_timestamp(dt).offset() {
+            AmbiguousOffset::Gap { before, .. } => {
+                let pushed = before.to_timestamp(dt).ok()?;
+                Some(Civil::from_datetime(zone.to_datetime(pushed)))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A civil time being searched, field by field.
@@ -343,12 +374,21 @@ impl CronExpr {
     ///
     /// Each field, from the year down, either matches or moves to its next match, which starts
     /// every lower field afresh; a field with no match left carries into the one above.
-    fn next_civil(&self, mut at: Civil) -> Option<Civil> {
+    ///
+    /// Like Quartz, each time a field moves the search visits the wall time with the lower fields
+    /// at zero (`H:00:00`, midnight, …); when that wall time falls in a spring-forward gap the
+    /// search is pushed past the gap, so a gap that starts mid-hour (Chatham) hides the rest of
+    /// that hour.
+    fn next_civil(&self, mut at: Civil, zone: &Gaps) -> Option<Civil> {
         loop {
             at.carry();
             let year = self.years.next_at_or_after(at.year)?;
             if year != at.year {
                 at = Civil::start_of_year(year);
+                if let Some(past) = zone.past_gap(at) {
+                    at = past;
+                    continue;
+                }
             }
             let Some(month) = next_bit(u64::from(self.months), u32::from(at.month)) else {
                 at = Civil::start_of_year(at.year + 1);
@@ -356,6 +396,10 @@ impl CronExpr {
             };
             if month as u8 != at.month {
                 at = at.start_of_month(month as u8);
+                if let Some(past) = zone.past_gap(at) {
+                    at = past;
+                    continue;
+                }
             }
             let days = self.day_mask(at.year, at.month);
             let Some(day) = next_bit(u64::from(days), u32::from(at.day)) else {
@@ -364,6 +408,20 @@ impl CronExpr {
             };
             if day as u8 != at.day {
                 at = at.start_of_day(day as u8);
+                if let Some(past) = zone.past_gap(at) {
+                    at = past;
+                    continue;
+                }
+            }
+            // Quartz steps the minute before the hour: moving to the next minute of this hour
+            // may land in a gap that starts mid-hour (Chatham) and push the search past it.
+            if self.hours & (1 << at.hour) == 0
+                && let Some(minute) = next_bit(self.minutes, u32::from(at.minute))
+                && minute as u8 != at.minute
+                && let Some(past) = zone.past_gap(at.start_of_minute(minute as u8))
+            {
+                at = past;
+                continue;
             }
             let Some(hour) = next_bit(u64::from(self.hours), u32::from(at.hour)) else {
                 at = at.start_of_hour(24);
@@ -371,6 +429,10 @@ impl CronExpr {
             };
             if hour as u8 != at.hour {
                 at = at.start_of_hour(hour as u8);
+                if let Some(past) = zone.past_gap(at) {
+                    at = past;
+                    continue;
+                }
             }
             let Some(minute) = next_bit(self.minutes, u32::from(at.minute)) else {
                 at = at.start_of_minute(60);
@@ -378,9 +440,17 @@ impl CronExpr {
             };
             if minute as u8 != at.minute {
                 at = at.start_of_minute(minute as u8);
+                if let Some(past) = zone.past_gap(at) {
+                    at = past;
+                    continue;
+                }
             }
             let Some(second) = next_bit(self.seconds, u32::from(at.second)) else {
-                at.second = 60;
+                at = at.start_of_minute(at.minute + 1);
+                at.carry();
+                if let Some(past) = zone.past_gap(at) {
+                    at = past;
+                }
                 continue;
             };
             at.second = second as u8;
@@ -396,24 +466,57 @@ impl CronExpr {
         // From inside the first (daylight) pass of a fold, the search goes on from the same wall
         // time in the second pass, as Quartz's re-resolution of wall times does.
         let mut at = Civil::from_datetime(zone.to_datetime(start));
+        let skipped_month = self.month_skipped_by_rollover(at);
+        let gaps = Gaps::of(zone);
         loop {
-            let found = self.next_civil(at)?;
+            let found = self.next_civil(at, &gaps)?;
+            if Some((found.year, found.month)) == skipped_month {
+                at = found.start_of_month(found.month + 1);
+                continue;
+            }
             let dt = found.to_datetime()?;
             let offset = match zone.to_ambiguous_timestamp(dt).offset() {
-                AmbiguousOffset::Unambiguous { offset } => Some(offset),
-                // Skipped by the spring-forward: no fire that day.
-                AmbiguousOffset::Gap { .. } => None,
+                AmbiguousOffset::Unambiguous { offset } => offset,
+                // Skipped by the spring-forward: no fire that day; the search goes on from the
+                // time the gap pushes it to.
+                AmbiguousOffset::Gap { .. } => {
+                    at = gaps.past_gap(found).unwrap_or(found.plus_one_second());
+                    continue;
+                }
                 // Twice: fire at the later, standard-time occurrence.
-                AmbiguousOffset::Fold { after, .. } => Some(after),
+                AmbiguousOffset::Fold { after, .. } => after,
             };
-            if let Some(offset) = offset
-                && let Ok(ts) = offset.to_timestamp(dt)
-                && ts >= start
-            {
-                return Some(ts);
+            match offset.to_timestamp(dt) {
+                Ok(ts) if ts >= start => return Some(ts),
+                _ => at = found.plus_one_second(),
             }
-            at = found.plus_one_second();
         }
+    }
+
+    /// Quartz's `nW` quirk: a search that starts in a month after its `nW` day rolls over to day
+    /// n of the next month; when that month is shorter than n the roll-over lands in the month
+    /// after, skipping it (`29W` from late January skips February).
+    fn month_skipped_by_rollover(&self, start: Civil) -> Option<(i16, u8)> {
+        let DayRule::Dom(rule) = &self.days else {
+            return None;
+        };
+        if rule.days != 0
+            || rule.last_offsets != 0
+            || rule.last_weekdays != 0
+            || rule.nearest_weekdays.count_ones() != 1
+        {
+            return None;
+        }
+        let n = rule.nearest_weekdays.trailing_zeros() as u8;
+        let len = days_in_month(start.year, start.month);
+        let day = nearest_weekday(start.year, start.month, n, len)?;
+        let rolls_over = day < start.day || (day == start.day && start.day < len);
+        let (year, month) = if start.month == 12 {
+            (start.year + 1, 1)
+        } else {
+            (start.year, start.month + 1)
+        };
+        (rolls_over && n > days_in_month(year, month)).then_some((year, month))
     }
 
     /// Whether a wall time satisfies every field (second, minute, hour, day, month, year), without

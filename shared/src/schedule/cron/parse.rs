@@ -7,8 +7,10 @@ use super::{CronExpr, DayRule, DomRule, DowRule, YearSet};
 
 /// The first and last year a cron expression can name.
 pub const MIN_YEAR: i16 = 1970;
-/// See [`MIN_YEAR`].
+/// The last year a cron expression fires in.
 pub const MAX_YEAR: i16 = 2199;
+/// The last year a cron expression may name; years past [`MAX_YEAR`] parse but never fire.
+pub const LAST_YEAR: i16 = 9999;
 
 const MONTHS: [&str; 12] = [
     "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
@@ -267,7 +269,8 @@ impl CronExpr {
         let hours = field(Kind::Hour, 0, 23).set(text(Kind::Hour).unwrap_or("*"))? as u32;
         let months = field(Kind::Month, 1, 12).set(text(Kind::Month).unwrap_or("*"))? as u16;
         let years = match text(Kind::Year).filter(|_| !unix) {
-            Some(t) => parse_years(&field(Kind::Year, MIN_YEAR as u32, MAX_YEAR as u32), t)?,
+            // Quartz accepts years to 2999; they parse, and never fire past MAX_YEAR.
+            Some(t) => parse_years(&field(Kind::Year, MIN_YEAR as u32, LAST_YEAR as u32), t)?,
             None => YearSet::all(),
         };
         let dom_text = text(Kind::DayOfMonth).unwrap_or("*");
@@ -307,9 +310,6 @@ fn parse_years(field: &Field, text: &str) -> Result<YearSet, CronError> {
                 let step: u32 = step
                     .parse()
                     .map_err(|_| field.err(format!("step {step:?} is not a number")))?;
-                if step == 0 {
-                    return Err(field.err("a step must be at least 1"));
-                }
                 (range, step)
             }
             None => (item, 0),
@@ -373,6 +373,12 @@ fn unix_days(
 }
 
 fn parse_dom(field: &Field, text: &str) -> Result<DomRule, CronError> {
+    if text.contains(',') && text.to_ascii_uppercase().contains('W') {
+        // Quartz would silently keep only the first day of such a list.
+        return Err(field.err(format!(
+            "{text:?}: W takes one day; it cannot be listed with others"
+        )));
+    }
     let mut rule = DomRule::default();
     for item in text.split(',').filter(|item| !item.is_empty()) {
         let upper = item.to_ascii_uppercase();
@@ -413,6 +419,12 @@ fn parse_dom(field: &Field, text: &str) -> Result<DomRule, CronError> {
 }
 
 fn parse_dow(field: &Field, text: &str) -> Result<DowRule, CronError> {
+    if text.contains(',') && text.contains('#') {
+        // Quartz would silently keep only one day of such a list.
+        return Err(field.err(format!(
+            "{text:?}: n#k takes one day; it cannot be listed with others"
+        )));
+    }
     let mut rule = DowRule::default();
     // Values are Quartz's 1 (SUN) to 7 (SAT), or Unix's 0-7; store weekdays 0 (SUN) to 6.
     let weekday = |v: u32| {
