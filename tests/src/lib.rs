@@ -71,6 +71,15 @@ impl TestEnv {
         })
     }
 
+    /// Like [`TestEnv::new`], with the services' AMQP connection going through a proxy the test
+    /// can cut.
+    pub async fn behind_proxy() -> Result<(Self, proxy::Proxy)> {
+        let proxy = proxy::Proxy::start("127.0.0.1:5672").await?;
+        let (pg, _) = server_urls();
+        let amqp = format!("amqp://guest:guest@127.0.0.1:{}/%2f", proxy.port());
+        Ok((Self::with_amqp_url(&pg, &amqp).await?, proxy))
+    }
+
     /// The URL of the API (once started).
     pub fn api_url(&self) -> &str {
         &self.settings.api_url

@@ -8,16 +8,12 @@ use chime_cli::commands::services::Services;
 use chime_core::bus::Topology;
 use chime_core::model::{NewTask, TaskMessage, message::decode};
 use chime_core::store::{outbox, task_lifecycle};
-use chime_tests::proxy::Proxy;
-use chime_tests::{TestEnv, eventually, server_urls};
+use chime_tests::{TestEnv, eventually};
 use lapin::options::BasicGetOptions;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outbox_holds_messages_through_a_broker_outage() -> Result<()> {
-    let proxy = Proxy::start("127.0.0.1:5672").await?;
-    let (pg, _) = server_urls();
-    let amqp = format!("amqp://guest:guest@127.0.0.1:{}/%2f", proxy.port());
-    let mut env = TestEnv::with_amqp_url(&pg, &amqp).await?;
+    let (mut env, proxy) = TestEnv::behind_proxy().await?;
     env.start(Services {
         api: true,
         worker: false,
@@ -69,10 +65,7 @@ async fn outbox_holds_messages_through_a_broker_outage() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_resumes_after_its_broker_connection_is_cut() -> Result<()> {
-    let proxy = Proxy::start("127.0.0.1:5672").await?;
-    let (pg, _) = server_urls();
-    let amqp = format!("amqp://guest:guest@127.0.0.1:{}/%2f", proxy.port());
-    let mut env = TestEnv::with_amqp_url(&pg, &amqp).await?;
+    let (mut env, proxy) = TestEnv::behind_proxy().await?;
     env.start(Services {
         api: true,
         worker: true,
