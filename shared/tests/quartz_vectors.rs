@@ -9,9 +9,12 @@
 //!   schedules to 2199, so fires from 2127 on are not compared;
 //! - [`DELIBERATE_REFUSALS`]: cron text Quartz accepts by ignoring part of it, which chime refuses
 //!   with an error rather than run something other than what was written;
-//! - [`ANNUAL_WITH_BASE`]: a Quartz AnnualCalendar drops an excluded day when its base calendar
-//!   excludes the instant the day was given as — an artefact of how the day was built, which a
-//!   month-day in JSON cannot reproduce.
+//! - a Quartz AnnualCalendar drops an excluded day when its base calendar excludes the instant
+//!   the day was given as — an artefact of how the day was built, which a month-day in JSON
+//!   cannot reproduce;
+//! - Quartz's daily-time-interval trigger can fire after its end_time within a day; chime never
+//!   fires after the end time (a property the engine must keep), so Quartz fires after the end
+//!   time are not expected.
 
 use std::path::PathBuf;
 
@@ -129,12 +132,21 @@ fn check_file(name: &str) -> usize {
                 let within_horizon =
                     |f: &&String| f[..4].parse::<i16>().is_ok_and(|y| y <= QUARTZ_LAST_YEAR);
                 let ours: Vec<&String> = fires.iter().filter(within_horizon).collect();
-                let theirs: Vec<&String> = vector.fires.iter().collect();
-                if vector.fires.len() < vector.count && ours.len() < fires.len() {
+                let end = vector.trigger["end_time"]
+                    .as_str()
+                    .and_then(|e| e.parse::<Timestamp>().ok());
+                let theirs: Vec<&String> = vector
+                    .fires
+                    .iter()
+                    .filter(|f| {
+                        end.is_none_or(|end| f.parse::<Timestamp>().is_ok_and(|f| f <= end))
+                    })
+                    .collect();
+                if theirs.len() < vector.count && ours.len() < fires.len() {
                     // Quartz stopped at its horizon; chime went on.
                     ours == theirs
                 } else {
-                    *fires == vector.fires || annual_quirk
+                    fires.iter().collect::<Vec<_>>() == theirs || annual_quirk
                 }
             }
             (Err(_), true) => true,

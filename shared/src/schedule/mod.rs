@@ -241,9 +241,11 @@ impl Schedule {
             ScheduleKind::CalendarInterval(interval) => {
                 interval.fire_time_after(self.start, self.end, after)
             }
-            ScheduleKind::DailyTimeInterval(daily) => {
-                daily.fire_time_after(self.start, self.end, after, times_triggered)
-            }
+            // Quartz checks the end time only when it moves to another day, so it can fire after
+            // it within a day; chime never fires after the end time.
+            ScheduleKind::DailyTimeInterval(daily) => daily
+                .fire_time_after(self.start, self.end, after, times_triggered)
+                .filter(|fire| self.end.is_none_or(|end| *fire <= end)),
         }
     }
 
