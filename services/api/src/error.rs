@@ -63,7 +63,11 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match &error {
             StoreError::UnknownKind(_) => Self::bad_request(error.to_string()),
-            StoreError::TaskNotFound(_) => Self::not_found(error.to_string()),
+            StoreError::TaskNotFound(_) | StoreError::NotFound(_) => {
+                Self::not_found(error.to_string())
+            }
+            StoreError::Invalid(_) => Self::bad_request(error.to_string()),
+            StoreError::Conflict(_) => Self::new(StatusCode::CONFLICT, error.to_string()),
             StoreError::Database { .. } | StoreError::InvalidUrl(_) | StoreError::Migrate(_) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
             }

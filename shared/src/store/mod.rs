@@ -3,9 +3,12 @@
 //! The store is the source of truth (DESIGN.md section 2). Each submodule owns the statements of one
 //! table family; a task's status moves only in [`task_lifecycle`].
 
+pub mod calendars;
+pub mod jobs;
 pub mod outbox;
 pub mod task_lifecycle;
 pub mod tasks;
+pub mod triggers;
 pub mod workers;
 
 use std::str::FromStr;
@@ -39,6 +42,15 @@ pub enum StoreError {
     /// No such task.
     #[error("task {0} not found")]
     TaskNotFound(uuid::Uuid),
+    /// No such job, trigger or calendar.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The input is wrong; nothing was written.
+    #[error("{0}")]
+    Invalid(String),
+    /// It would clash with what exists (a duplicate name, a calendar in use).
+    #[error("{0}")]
+    Conflict(String),
 }
 
 /// Adds what the store was doing to a driver error.
@@ -101,6 +113,11 @@ impl Store {
     /// The schema this store lives in.
     pub fn schema(&self) -> &str {
         &self.schema
+    }
+
+    /// The NOTIFY channel that wakes the schedulers of this schema.
+    pub fn triggers_channel(&self) -> String {
+        format!("{}.triggers", self.schema)
     }
 
     /// The NOTIFY channel that wakes outbox relays of this schema.

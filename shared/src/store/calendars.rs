@@ -1,0 +1,82 @@
+//! Exclusion calendars by name, shared by any number of triggers.
+
+use serde::{Deserialize, Serialize};
+use sqlx::types::Json;
+use utoipa::ToSchema;
+
+use super::{Context, Store, StoreError};
+use crate::config::is_valid_name;
+use crate::schedule::{Calendar, CalendarSpec};
+
+/// A named calendar.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NamedCalendar {
+    /// Its name.
+    pub name: String,
+    /// What it is for.
+    #[serde(default)]
+    pub description: String,
+    /// DESIGN section 4's calendar JSON.
+    pub definition: CalendarSpec,
+}
+
+/// Creates a calendar after checking its definition.
+pub async fn create(store: &Store, calendar: NamedCalendar) -> Result<NamedCalendar, StoreError> {
+    if !is_valid_name(&calendar.name) {
+        return Err(StoreError::Invalid(format!(
+            "calendar name {:?}: use 1-100 letters, digits, '-', '_' or '.'",
+            calendar.name
+        )));
+    }
+    Calendar::compile(&calendar.definition).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let inserted =
+        sqlx::query("INSERT INTO calendars (name, definition, description) VALUES ($1, $2, $3)")
+            .bind(&calendar.name)
+            .bind(Json(&calendar.definition))
+            .bind(&calendar.description)
+            .execute(store.pool())
+            .await;
+    match inserted {
+        Ok(_) => Ok(calendar),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => Err(
+            StoreError::Conflict(format!("calendar {} exists already", calendar.name)),
+        ),
+        Err(e) => Err(e).context("creating the calendar"),
+    }
+}
+
+/// Every calendar, by name.
+pub async fn list(store: &Store) -> Result<Vec<NamedCalendar>, StoreError> {
+    let rows: Vec<(String, String, Json<CalendarSpec>)> =
+        sqlx::query_as("SELECT name, description, definition FROM calendars ORDER BY name")
+            .fetch_all(store.pool())
+            .await
+            .context("listing calendars")?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, description, definition)| NamedCalendar {
+            name,
+            description,
+            definition: definition.0,
+        })
+        .collect())
+}
+
+/// Deletes a calendar no trigger uses.
+pub async fn delete(store: &Store, name: &str) -> Result<(), StoreError> {
+    let deleted = sqlx::query("DELETE FROM calendars WHERE name = $1")
+        .bind(name)
+        .execute(store.pool())
+        .await;
+    match deleted {
+        Ok(done) if done.rows_affected() == 0 => {
+            Err(StoreError::NotFound(format!("calendar {name}")))
+        }
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23503") => Err(
+            StoreError::Conflict(format!("calendar {name} is in use by a trigger")),
+        ),
+        Err(e) => Err(e).context("deleting the calendar"),
+    }
+}

@@ -1,0 +1,272 @@
+//! Jobs: what to run (kind, spec, worker group, retry budgets), named by (group, name) as in
+//! Quartz. A job fires through its triggers, or runs on demand (`chime job run`).
+
+use serde::{Deserialize, Serialize};
+use sqlx::FromRow;
+use sqlx::types::Json;
+use utoipa::ToSchema;
+
+use super::{Context, Store, StoreError};
+use crate::config::is_valid_name;
+use crate::model::kinds::{BUILTIN_KINDS, validate_builtin_spec};
+use crate::model::{Backoff, MAX_PAYLOAD_BYTES};
+
+/// A job as the API takes it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewJob {
+    /// Group (default `default`).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Name, unique in its group.
+    pub name: String,
+    /// What it is for.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Executor kind.
+    pub kind: String,
+    /// The executor's input.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub spec: serde_json::Value,
+    /// Worker group (default: the kind's route, else `default`).
+    #[serde(default)]
+    pub worker_group: Option<String>,
+    /// Higher runs first (default 5).
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// false = one task at a time (Quartz's DisallowConcurrentExecution).
+    #[serde(default)]
+    pub concurrent: Option<bool>,
+    /// Re-run a task whose worker died.
+    #[serde(default)]
+    pub requests_recovery: Option<bool>,
+    /// Data passed to every task.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+    /// Retries after rejections.
+    #[serde(default)]
+    pub reject_retries: Option<i32>,
+    /// Wait before a rejected task is offered again.
+    #[serde(default)]
+    pub reject_interval_ms: Option<i64>,
+    /// Retries after failures.
+    #[serde(default)]
+    pub failed_retries: Option<i32>,
+    /// Wait before a failed task runs again.
+    #[serde(default)]
+    pub failed_interval_ms: Option<i64>,
+    /// How the failed interval grows.
+    #[serde(default)]
+    pub backoff: Option<Backoff>,
+    /// Timeout of one attempt.
+    #[serde(default)]
+    pub timeout_ms: Option<i64>,
+    /// minute, hour, day, week or month: data times are truncated to it.
+    #[serde(default)]
+    pub data_time_period: Option<String>,
+    /// The OS user tasks run as.
+    #[serde(default)]
+    pub execute_user: Option<String>,
+}
+
+/// A stored job.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JobView {
+    /// Its id.
+    pub id: i64,
+    /// Group.
+    pub group: String,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Executor kind.
+    pub kind: String,
+    /// The executor's input.
+    #[schema(value_type = Object)]
+    pub spec: serde_json::Value,
+    /// Worker group.
+    pub worker_group: String,
+    /// Priority.
+    pub priority: i32,
+    /// Whether tasks may overlap.
+    pub concurrent: bool,
+    /// Whether a task whose worker died re-runs.
+    pub requests_recovery: bool,
+    /// Whether its triggers are paused.
+    pub paused: bool,
+    /// Timeout of one attempt.
+    pub timeout_ms: Option<i64>,
+}
+
+#[derive(FromRow)]
+struct JobRow {
+    id: i64,
+    group_name: String,
+    name: String,
+    description: String,
+    kind: String,
+    spec: Json<serde_json::Value>,
+    worker_group: String,
+    priority: i32,
+    concurrent: bool,
+    requests_recovery: bool,
+    paused: bool,
+    timeout_ms: Option<i64>,
+}
+
+impl From<JobRow> for JobView {
+    fn from(r: JobRow) -> Self {
+        Self {
+            id: r.id,
+            group: r.group_name,
+            name: r.name,
+            description: r.description,
+            kind: r.kind,
+            spec: r.spec.0,
+            worker_group: r.worker_group,
+            priority: r.priority,
+            concurrent: r.concurrent,
+            requests_recovery: r.requests_recovery,
+            paused: r.paused,
+            timeout_ms: r.timeout_ms,
+        }
+    }
+}
+
+const JOB_COLUMNS: &str = "id, group_name, name, description, kind, spec, worker_group, priority, \
+                           concurrent, requests_recovery, paused, timeout_ms";
+
+impl NewJob {
+    fn validate(&self) -> Result<(), StoreError> {
+        let invalid = |m: String| Err(StoreError::Invalid(m));
+        if !is_valid_name(&self.name) {
+            return invalid(format!(
+                "job name {:?}: use 1-100 letters, digits, '-', '_' or '.'",
+                self.name
+            ));
+        }
+        if let Some(group) = &self.group
+            && !is_valid_name(group)
+        {
+            return invalid(format!(
+                "job group {group:?}: use 1-100 letters, digits, '-', '_' or '.'"
+            ));
+        }
+        if let Some(group) = &self.worker_group
+            && !is_valid_name(group)
+        {
+            return invalid(format!(
+                "worker group {group:?}: use 1-100 letters, digits, '-', '_' or '.'"
+            ));
+        }
+        validate_builtin_spec(&self.kind, &self.spec)
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        if self.spec.to_string().len() + self.data.to_string().len() > MAX_PAYLOAD_BYTES {
+            return invalid(format!("spec and data are over {MAX_PAYLOAD_BYTES} bytes"));
+        }
+        if let Some(period) = &self.data_time_period
+            && !["minute", "hour", "day", "week", "month"].contains(&period.as_str())
+        {
+            return invalid(format!(
+                "data_time_period {period:?}: use minute, hour, day, week or month"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Creates a job; a duplicate (group, name) is refused.
+pub async fn create(store: &Store, job: NewJob) -> Result<JobView, StoreError> {
+    job.validate()?;
+    let builtin = BUILTIN_KINDS.contains(&job.kind.as_str());
+    let route: Option<String> = if job.worker_group.is_none() || !builtin {
+        sqlx::query_scalar("SELECT worker_group FROM job_kind_routes WHERE kind = $1")
+            .bind(&job.kind)
+            .fetch_optional(store.pool())
+            .await
+            .context("looking up the kind's route")?
+    } else {
+        None
+    };
+    if !builtin && route.is_none() {
+        return Err(StoreError::UnknownKind(job.kind));
+    }
+    let worker_group = job
+        .worker_group
+        .clone()
+        .or(route)
+        .unwrap_or_else(|| "default".into());
+    let group = job.group.clone().unwrap_or_else(|| "default".into());
+    let backoff = serde_json::to_value(job.backoff.clone().unwrap_or_default())
+        .unwrap_or_else(|_| serde_json::json!({"kind": "fixed"}));
+    let empty = |v: &serde_json::Value| {
+        if v.is_null() {
+            serde_json::json!({})
+        } else {
+            v.clone()
+        }
+    };
+    let row: Result<JobRow, sqlx::Error> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO jobs (group_name, name, description, kind, spec, worker_group, priority,
+                           concurrent, requests_recovery, data, reject_retries, reject_interval_ms,
+                           failed_retries, failed_interval_ms, backoff, timeout_ms,
+                           data_time_period, execute_user)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+         RETURNING {JOB_COLUMNS}"
+    )))
+    .bind(&group)
+    .bind(&job.name)
+    .bind(job.description.clone().unwrap_or_default())
+    .bind(&job.kind)
+    .bind(Json(empty(&job.spec)))
+    .bind(&worker_group)
+    .bind(job.priority.unwrap_or(5))
+    .bind(job.concurrent.unwrap_or(true))
+    .bind(job.requests_recovery.unwrap_or(false))
+    .bind(Json(empty(&job.data)))
+    .bind(job.reject_retries.unwrap_or(0))
+    .bind(job.reject_interval_ms.unwrap_or(3000))
+    .bind(job.failed_retries.unwrap_or(0))
+    .bind(job.failed_interval_ms.unwrap_or(3000))
+    .bind(Json(backoff))
+    .bind(job.timeout_ms)
+    .bind(&job.data_time_period)
+    .bind(&job.execute_user)
+    .fetch_one(store.pool())
+    .await;
+    match row {
+        Ok(row) => Ok(row.into()),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => Err(
+            StoreError::Conflict(format!("job {group}.{} exists already", job.name)),
+        ),
+        Err(e) => Err(e).context("creating the job"),
+    }
+}
+
+/// A job by group and name.
+pub async fn get(store: &Store, group: &str, name: &str) -> Result<JobView, StoreError> {
+    let row: Option<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {JOB_COLUMNS} FROM jobs WHERE group_name = $1 AND name = $2"
+    )))
+    .bind(group)
+    .bind(name)
+    .fetch_optional(store.pool())
+    .await
+    .context("reading the job")?;
+    row.map(Into::into)
+        .ok_or_else(|| StoreError::NotFound(format!("job {group}.{name}")))
+}
+
+/// Every job, by group and name.
+pub async fn list(store: &Store) -> Result<Vec<JobView>, StoreError> {
+    let rows: Vec<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {JOB_COLUMNS} FROM jobs ORDER BY group_name, name"
+    )))
+    .fetch_all(store.pool())
+    .await
+    .context("listing jobs")?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}

@@ -1,0 +1,303 @@
+//! Triggers: when a job fires. Created with their first fire time computed, so the scheduler
+//! only ever reads `next_fire_time`.
+//!
+//! ```text
+//!   waiting ──acquired and fired──▶ waiting (next fire) … ──no fire left──▶ complete
+//!      │  ▲                                    
+//!      │  └──── resume ─── paused
+//!      └── job running, concurrent=false ──▶ blocked ──task ends──▶ waiting
+//! ```
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use sqlx::FromRow;
+use sqlx::types::Json;
+use utoipa::ToSchema;
+
+use super::{Context, Store, StoreError};
+use crate::config::is_valid_name;
+use crate::schedule::misfire::MisfirePolicy;
+use crate::schedule::{Calendar, CalendarSpec, Schedule, ScheduleSpec, format_fire_time};
+
+/// How many future fire times `show` lists.
+pub const NEXT_FIRES: usize = 5;
+
+/// A trigger as the API takes it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewTrigger {
+    /// Group (default `default`).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Name, unique in its group.
+    pub name: String,
+    /// The job's group (default `default`).
+    #[serde(default)]
+    pub job_group: Option<String>,
+    /// The job's name.
+    pub job: String,
+    /// DESIGN section 4's schedule JSON.
+    pub schedule: ScheduleSpec,
+    /// An exclusion calendar, by name.
+    #[serde(default)]
+    pub calendar: Option<String>,
+    /// What to do when a fire is missed (default smart).
+    #[serde(default)]
+    pub misfire_policy: Option<MisfirePolicy>,
+    /// Higher fires first when due together (default 5).
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// What it is for.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Data added to each task.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+}
+
+/// A stored trigger.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TriggerView {
+    /// Its id.
+    pub id: i64,
+    /// Group.
+    pub group: String,
+    /// Name.
+    pub name: String,
+    /// The job's group.
+    pub job_group: String,
+    /// The job's name.
+    pub job: String,
+    /// The schedule.
+    pub schedule: ScheduleSpec,
+    /// Its calendar.
+    pub calendar: Option<String>,
+    /// Misfire policy.
+    pub misfire_policy: MisfirePolicy,
+    /// Priority.
+    pub priority: i32,
+    /// waiting, acquired, blocked, paused, paused_blocked, complete or error.
+    pub state: String,
+    /// When it fires next.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub next_fire_time: Option<Timestamp>,
+    /// When it fired last.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub prev_fire_time: Option<Timestamp>,
+    /// How many times it fired.
+    pub times_triggered: i64,
+    /// Its next fire times (in `show`), RFC 3339 UTC.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_fires: Vec<String>,
+}
+
+#[derive(FromRow)]
+struct TriggerRow {
+    id: i64,
+    group_name: String,
+    name: String,
+    job_group: String,
+    job_name: String,
+    schedule: Json<ScheduleSpec>,
+    calendar_name: Option<String>,
+    calendar: Option<Json<CalendarSpec>>,
+    misfire_policy: String,
+    priority: i32,
+    state: String,
+    start_time: jiff_sqlx::Timestamp,
+    next_fire_time: Option<jiff_sqlx::Timestamp>,
+    prev_fire_time: Option<jiff_sqlx::Timestamp>,
+    times_triggered: i64,
+}
+
+const SELECT_TRIGGERS: &str = "SELECT t.id, t.group_name, t.name, j.group_name AS job_group, \
+     j.name AS job_name, t.schedule, t.calendar_name, c.definition AS calendar, t.misfire_policy, \
+     t.priority, t.state, t.start_time, t.next_fire_time, t.prev_fire_time, t.times_triggered \
+     FROM triggers t JOIN jobs j ON j.id = t.job_id LEFT JOIN calendars c ON c.name = t.calendar_name";
+
+impl TriggerRow {
+    fn into_view(self, with_next_fires: bool) -> TriggerView {
+        let next_fire_time = self.next_fire_time.map(|t| t.to_jiff());
+        let next_fires = match (with_next_fires, next_fire_time) {
+            (true, Some(next)) => self.next_fires(next),
+            _ => Vec::new(),
+        };
+        TriggerView {
+            id: self.id,
+            group: self.group_name,
+            name: self.name,
+            job_group: self.job_group,
+            job: self.job_name,
+            schedule: self.schedule.0,
+            calendar: self.calendar_name,
+            misfire_policy: self.misfire_policy.parse().unwrap_or_default(),
+            priority: self.priority,
+            state: self.state,
+            next_fire_time,
+            prev_fire_time: self.prev_fire_time.map(|t| t.to_jiff()),
+            times_triggered: self.times_triggered,
+            next_fires,
+        }
+    }
+
+    fn next_fires(&self, next: Timestamp) -> Vec<String> {
+        let Ok(schedule) = Schedule::compile(&self.schedule.0, self.start_time.to_jiff()) else {
+            return Vec::new();
+        };
+        let calendar = self
+            .calendar
+            .as_ref()
+            .and_then(|c| Calendar::compile(&c.0).ok());
+        let mut fires = vec![format_fire_time(next)];
+        let mut at = next;
+        let mut times = self.times_triggered;
+        while fires.len() < NEXT_FIRES {
+            times += 1;
+            match schedule.next_fire_time(at, times, calendar.as_ref()) {
+                Some(fire) => {
+                    fires.push(format_fire_time(fire));
+                    at = fire;
+                }
+                None => break,
+            }
+        }
+        fires
+    }
+}
+
+/// Creates a trigger with its first fire time, after checking its job, calendar, schedule and
+/// misfire policy; wakes the schedulers. Nothing is written when any check fails.
+pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, StoreError> {
+    let group = trigger.group.clone().unwrap_or_else(|| "default".into());
+    for (what, name) in [("trigger group", &group), ("trigger name", &trigger.name)] {
+        if !is_valid_name(name) {
+            return Err(StoreError::Invalid(format!(
+                "{what} {name:?}: use 1-100 letters, digits, '-', '_' or '.'"
+            )));
+        }
+    }
+    let job_group = trigger
+        .job_group
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let job_id: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM jobs WHERE group_name = $1 AND name = $2")
+            .bind(&job_group)
+            .bind(&trigger.job)
+            .fetch_optional(&mut *tx)
+            .await
+            .context("looking up the job")?;
+    let job_id = job_id
+        .ok_or_else(|| StoreError::Invalid(format!("unknown job {job_group}.{}", trigger.job)))?;
+    let calendar = match &trigger.calendar {
+        Some(name) => {
+            let definition: Option<Json<CalendarSpec>> =
+                sqlx::query_scalar("SELECT definition FROM calendars WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .context("looking up the calendar")?;
+            let definition = definition
+                .ok_or_else(|| StoreError::Invalid(format!("unknown calendar {name}")))?;
+            Some(Calendar::compile(&definition.0).map_err(|e| StoreError::Invalid(e.to_string()))?)
+        }
+        None => None,
+    };
+    // The database's clock, not this node's, is the cluster's time.
+    let now: jiff_sqlx::Timestamp = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&mut *tx)
+        .await
+        .context("reading the clock")?;
+    let schedule = Schedule::compile(&trigger.schedule, now.to_jiff())
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let policy = trigger.misfire_policy.unwrap_or_default();
+    policy
+        .check(&schedule)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let first = schedule.first_fire_time(calendar.as_ref()).ok_or_else(|| {
+        StoreError::Invalid("the schedule (with its calendar) will never fire".into())
+    })?;
+    let data = if trigger.data.is_null() {
+        serde_json::json!({})
+    } else {
+        trigger.data.clone()
+    };
+    let inserted: Result<i64, sqlx::Error> = sqlx::query_scalar(
+        "INSERT INTO triggers (group_name, name, job_id, description, schedule, calendar_name,
+                               misfire_policy, priority, state, start_time, end_time,
+                               next_fire_time, data)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                 CASE WHEN EXISTS (SELECT 1 FROM paused_trigger_groups WHERE group_name = $1)
+                      OR (SELECT paused FROM jobs WHERE id = $3) THEN 'paused' ELSE 'waiting' END,
+                 $9, $10, $11, $12)
+         RETURNING id",
+    )
+    .bind(&group)
+    .bind(&trigger.name)
+    .bind(job_id)
+    .bind(trigger.description.clone().unwrap_or_default())
+    .bind(Json(&trigger.schedule))
+    .bind(&trigger.calendar)
+    .bind(policy.as_str())
+    .bind(trigger.priority.unwrap_or(5))
+    .bind(jiff_sqlx::Timestamp::from(schedule.start))
+    .bind(schedule.end.map(jiff_sqlx::Timestamp::from))
+    .bind(jiff_sqlx::Timestamp::from(first))
+    .bind(Json(data))
+    .fetch_one(&mut *tx)
+    .await;
+    if let Err(sqlx::Error::Database(e)) = &inserted
+        && e.code().as_deref() == Some("23505")
+    {
+        return Err(StoreError::Conflict(format!(
+            "trigger {group}.{} exists already",
+            trigger.name
+        )));
+    }
+    inserted.context("creating the trigger")?;
+    wake_schedulers(&mut tx, store).await?;
+    tx.commit().await.context("committing the trigger")?;
+    get(store, &group, &trigger.name).await
+}
+
+/// Tells the schedulers that a trigger may be due sooner than they planned (a hint: they poll
+/// too). Delivered when the transaction commits.
+pub async fn wake_schedulers(tx: &mut sqlx::PgConnection, store: &Store) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(store.triggers_channel())
+        .execute(tx)
+        .await
+        .context("waking the schedulers")?;
+    Ok(())
+}
+
+/// A trigger by group and name, with its next fire times.
+pub async fn get(store: &Store, group: &str, name: &str) -> Result<TriggerView, StoreError> {
+    let row: Option<TriggerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT_TRIGGERS} WHERE t.group_name = $1 AND t.name = $2"
+    )))
+    .bind(group)
+    .bind(name)
+    .fetch_optional(store.pool())
+    .await
+    .context("reading the trigger")?;
+    row.map(|r| r.into_view(true))
+        .ok_or_else(|| StoreError::NotFound(format!("trigger {group}.{name}")))
+}
+
+/// Every trigger, by group and name.
+pub async fn list(store: &Store) -> Result<Vec<TriggerView>, StoreError> {
+    let rows: Vec<TriggerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT_TRIGGERS} ORDER BY t.group_name, t.name"
+    )))
+    .fetch_all(store.pool())
+    .await
+    .context("listing triggers")?;
+    Ok(rows.into_iter().map(|r| r.into_view(false)).collect())
+}
