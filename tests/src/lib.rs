@@ -62,6 +62,11 @@ impl TestEnv {
             config_file: Some(PathBuf::from("/nonexistent/chime.toml")),
             ..Overrides::default()
         })?;
+        // Tests run side by side on one PostgreSQL: keep each process's pool small.
+        let settings = Settings {
+            db_pool_size: 4,
+            ..settings
+        };
         let store = Store::connect(&settings.database_url, 4).await?;
         Ok(Self {
             settings,
@@ -159,6 +164,24 @@ impl TestEnv {
             .kill_on_drop(true)
             .output()
             .await?)
+    }
+
+    /// Starts the `chime` binary as a long-running process (a service) with this installation's
+    /// settings; it is killed when the handle is dropped.
+    pub fn spawn_chime(&self, args: &[&str]) -> Result<tokio::process::Child> {
+        Ok(tokio::process::Command::new(chime_binary()?)
+            .args(args)
+            .env("CHIME_DATABASE_URL", &self.settings.database_url)
+            .env("CHIME_AMQP_URL", &self.settings.amqp_url)
+            .env("CHIME_PREFIX", &self.settings.prefix)
+            .env("CHIME_DB_POOL_SIZE", "4")
+            .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+            .env("RUST_LOG", "warn")
+            .env_remove("DATABASE_URL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?)
     }
 
     /// Stops the services and removes the test's database, queues and exchanges.

@@ -60,6 +60,8 @@ enum Command {
     Api(ServeArgs),
     /// Runs a worker.
     Worker(ServeArgs),
+    /// Runs a scheduler instance (trigger firing); run as many as you like.
+    Scheduler(ServeArgs),
     /// Applies the database migrations (creating the database if needed).
     Migrate,
     /// Submits an ad-hoc task and prints its id.
@@ -198,30 +200,28 @@ async fn run(cli: Cli) -> Result<()> {
     let global = &cli.global;
     let serving = matches!(
         cli.command,
-        Command::Up(_) | Command::Api(_) | Command::Worker(_) | Command::Migrate
+        Command::Up(_)
+            | Command::Api(_)
+            | Command::Worker(_)
+            | Command::Scheduler(_)
+            | Command::Migrate
     );
     chime_core::telemetry::init_logging(if serving { "info" } else { "warn" });
     match cli.command {
         Command::Up(ref args) => {
-            let services = Services {
-                api: true,
-                worker: true,
-            };
+            let services = Services::ALL;
             commands::services::run(settings(global, Some(args))?, services).await
         }
         Command::Api(ref args) => {
-            let services = Services {
-                api: true,
-                worker: false,
-            };
+            let services = Services::API;
             commands::services::run(settings(global, Some(args))?, services).await
         }
         Command::Worker(ref args) => {
-            let services = Services {
-                api: false,
-                worker: true,
-            };
+            let services = Services::WORKER;
             commands::services::run(settings(global, Some(args))?, services).await
+        }
+        Command::Scheduler(ref args) => {
+            commands::services::run(settings(global, Some(args))?, Services::SCHEDULER).await
         }
         Command::Migrate => commands::services::migrate(&settings(global, None)?).await,
         Command::Submit(args) => {

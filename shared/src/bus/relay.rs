@@ -128,12 +128,24 @@ impl OutboxRelay {
         }
     }
 
-    /// Sleeps until a NOTIFY, the poll interval, or shutdown. A listener that lost its connection
-    /// reconnects inside `recv`; whatever was missed meanwhile is found by the next scan.
+    /// Sleeps until the earliest held row is due, a NOTIFY, the poll interval, or shutdown. A
+    /// listener that lost its connection reconnects inside `recv`; whatever was missed meanwhile
+    /// is found by the next scan.
     async fn wait_for_work(&self, listener: &mut Option<PgListener>, shutdown: &CancellationToken) {
+        let sleep = match outbox::until_next_due(&self.store).await {
+            Ok(Some(until)) => until.min(POLL),
+            Ok(None) => POLL,
+            Err(error) => {
+                debug!(%error, "cannot find the next due outbox row");
+                POLL
+            }
+        };
+        if sleep.is_zero() {
+            return;
+        }
         tokio::select! {
             _ = shutdown.cancelled() => {}
-            _ = tokio::time::sleep(POLL) => {}
+            _ = tokio::time::sleep(sleep) => {}
             notified = async {
                 match listener.as_mut() {
                     Some(l) => l.recv().await.map(drop),

@@ -104,6 +104,19 @@ pub async fn prune_published(
     Ok(done.rows_affected())
 }
 
+/// How long until the earliest unsent row is due (zero if one is due now; None if there is
+/// none). Rows written by a scheduler wait for their fire time.
+pub async fn until_next_due(store: &Store) -> Result<Option<Duration>, StoreError> {
+    let seconds: Option<f64> = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM (min(publish_at) - now()))::float8
+         FROM outbox WHERE published_at IS NULL",
+    )
+    .fetch_one(store.pool())
+    .await
+    .context("finding the next due outbox row")?;
+    Ok(seconds.map(|s| Duration::from_secs_f64(s.max(0.0))))
+}
+
 /// Rows not yet published (for tests, readiness and the dashboard).
 pub async fn unsent_count(store: &Store) -> Result<i64, StoreError> {
     sqlx::query_scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL")

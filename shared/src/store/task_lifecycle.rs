@@ -258,6 +258,10 @@ pub async fn finish_attempt(
             SET outcome = $7, finished_at = done.finished_at, exit_code = $8, error = $9
             FROM done
             WHERE a.task_id = done.id AND a.attempt = done.attempt
+        ), unblocked AS (
+            -- a job that allows one task at a time may fire again
+            UPDATE triggers SET state = 'waiting'
+            FROM done WHERE triggers.job_id = done.job_id AND triggers.state = 'blocked'
         ), event AS (
             INSERT INTO outbox (exchange, routing_key, body)
             SELECT $10, $11,
@@ -284,4 +288,87 @@ pub async fn finish_attempt(
     .await
     .context("finishing the attempt")?;
     Ok(moved.is_some())
+}
+
+/// One fire of a trigger, as the scheduler records it.
+#[derive(Debug, Clone)]
+pub struct TriggerFire {
+    /// The trigger.
+    pub trigger_id: i64,
+    /// Its job.
+    pub job_id: i64,
+    /// The scheduled fire time: the task's data time, and when its message is released.
+    pub sched_time: jiff::Timestamp,
+    /// Priority of the fire.
+    pub priority: i32,
+    /// The task message (task id, spec, data …) to publish at `sched_time`.
+    pub message: TaskMessage,
+}
+
+/// `(nothing) → ready` for a batch of trigger fires, in the caller's transaction: one
+/// fired_triggers row, one task (copying its job's settings) and one outbox row released at the
+/// fire time, per fire. A (trigger, scheduled time) that fired already makes nothing: the unique
+/// key is the exactly-once guarantee. Returns how many fires were new.
+pub async fn record_trigger_fires(
+    tx: &mut sqlx::PgConnection,
+    topology: &Topology,
+    instance_id: &str,
+    fires: &[TriggerFire],
+) -> Result<u64, StoreError> {
+    if fires.is_empty() {
+        return Ok(0);
+    }
+    let task_ids: Vec<Uuid> = fires.iter().map(|f| f.message.task_id).collect();
+    let trigger_ids: Vec<i64> = fires.iter().map(|f| f.trigger_id).collect();
+    let job_ids: Vec<i64> = fires.iter().map(|f| f.job_id).collect();
+    let times: Vec<jiff_sqlx::Timestamp> = fires.iter().map(|f| f.sched_time.into()).collect();
+    let priorities: Vec<i32> = fires.iter().map(|f| f.priority).collect();
+    let data: Vec<Json<&serde_json::Value>> = fires.iter().map(|f| Json(&f.message.data)).collect();
+    let groups: Vec<&str> = fires.iter().map(|f| f.message.group.as_str()).collect();
+    let bodies: Vec<Json<&TaskMessage>> = fires.iter().map(|f| Json(&f.message)).collect();
+    let created: i64 = sqlx::query_scalar(
+        r#"
+        WITH fire AS (
+            SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::timestamptz[],
+                                 $5::int[], $6::jsonb[], $7::text[], $8::jsonb[])
+                AS f(task_id, trigger_id, job_id, sched_time, priority, data, worker_group, body)
+        ), fired AS (
+            INSERT INTO fired_triggers (trigger_id, job_id, task_id, instance_id, sched_time,
+                                        priority)
+            SELECT trigger_id, job_id, task_id, $9, sched_time, priority FROM fire
+            ON CONFLICT (trigger_id, sched_time) DO NOTHING
+            RETURNING task_id
+        ), task AS (
+            INSERT INTO tasks (id, job_id, trigger_id, kind, spec, worker_group, priority, status,
+                               attempt, reject_retries, reject_interval_ms, failed_retries,
+                               failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                               data_time, data, submit_user, execute_user, ready_at)
+            SELECT f.task_id, j.id, f.trigger_id, j.kind, j.spec, f.worker_group, f.priority,
+                   'ready', 1, j.reject_retries, j.reject_interval_ms, j.failed_retries,
+                   j.failed_interval_ms, j.backoff, j.timeout_ms, j.requests_recovery,
+                   f.sched_time, f.data, j.submit_user, j.execute_user, f.sched_time
+            FROM fire f JOIN fired USING (task_id) JOIN jobs j ON j.id = f.job_id
+            RETURNING id
+        ), message AS (
+            INSERT INTO outbox (exchange, routing_key, body, publish_at)
+            SELECT $10, f.worker_group, f.body, f.sched_time
+            FROM fire f JOIN task ON task.id = f.task_id
+        )
+        SELECT count(*) FROM task
+        "#,
+    )
+    .bind(&task_ids)
+    .bind(&trigger_ids)
+    .bind(&job_ids)
+    .bind(&times)
+    .bind(&priorities)
+    .bind(&data)
+    .bind(&groups)
+    .bind(&bodies)
+    .bind(instance_id)
+    .bind(topology.tasks_exchange())
+    .fetch_one(tx)
+    .await
+    .context("recording trigger fires")?;
+    Ok(created as u64)
 }

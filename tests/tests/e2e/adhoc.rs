@@ -11,10 +11,7 @@ use lapin::options::{BasicGetOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use uuid::Uuid;
 
-const UP: Services = Services {
-    api: true,
-    worker: true,
-};
+const UP: Services = Services::ALL;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submitted_shell_task_succeeds_with_its_output() -> Result<()> {
@@ -125,11 +122,7 @@ async fn the_same_task_message_delivered_twice_runs_once() -> Result<()> {
     let marker = std::env::temp_dir().join(format!("chime-twice-{}", Uuid::now_v7()));
     let script = format!("echo ran >> {}", marker.display());
     // No worker yet: the relay publishes the task's message once...
-    env.start(Services {
-        api: true,
-        worker: false,
-    })
-    .await?;
+    env.start(Services::API).await?;
     let topology = Topology::new(env.settings.prefix.clone());
     let submitted = task_lifecycle::submit(
         &env.store,
@@ -172,11 +165,7 @@ async fn the_same_task_message_delivered_twice_runs_once() -> Result<()> {
         FieldTable::default(),
     )
     .await?;
-    env.start(Services {
-        api: false,
-        worker: true,
-    })
-    .await?;
+    env.start(Services::WORKER).await?;
     let task = env.wait_terminal(submitted.id).await?;
     assert_eq!(task.status, TaskStatus::Succeeded);
     // Both deliveries are consumed and acked...

@@ -24,11 +24,7 @@ fn assert_error(out: &std::process::Output, needle: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_submit_refuses_bad_input_and_writes_nothing() -> Result<()> {
     let mut env = TestEnv::new().await?;
-    env.start(Services {
-        api: true,
-        worker: false,
-    })
-    .await?;
+    env.start(Services::API).await?;
     let no_command = env.chime(&["submit", "--kind", "shell"]).await?;
     assert_error(&no_command, "needs a command");
 
@@ -63,11 +59,7 @@ async fn cli_submit_refuses_bad_input_and_writes_nothing() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_answers_4xx_with_a_json_error() -> Result<()> {
     let mut env = TestEnv::new().await?;
-    env.start(Services {
-        api: true,
-        worker: false,
-    })
-    .await?;
+    env.start(Services::API).await?;
     let client = http();
     let url = format!("{}/api/v1/tasks", env.api_url());
     let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![

@@ -3,6 +3,7 @@
 
 mod adhoc;
 mod bad_input;
+mod firing;
 mod outbox;
 mod process;
 mod schedule;

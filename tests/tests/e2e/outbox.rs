@@ -14,11 +14,7 @@ use lapin::options::BasicGetOptions;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outbox_holds_messages_through_a_broker_outage() -> Result<()> {
     let (mut env, proxy) = TestEnv::behind_proxy().await?;
-    env.start(Services {
-        api: true,
-        worker: false,
-    })
-    .await?;
+    env.start(Services::API).await?;
     let topology = Topology::new(env.settings.prefix.clone());
 
     proxy.cut();
@@ -66,11 +62,7 @@ async fn outbox_holds_messages_through_a_broker_outage() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_resumes_after_its_broker_connection_is_cut() -> Result<()> {
     let (mut env, proxy) = TestEnv::behind_proxy().await?;
-    env.start(Services {
-        api: true,
-        worker: true,
-    })
-    .await?;
+    env.start(Services::ALL).await?;
     let topology = Topology::new(env.settings.prefix.clone());
     let noop = || NewTask {
         kind: "noop".into(),

@@ -84,11 +84,8 @@ async fn chime_migrate_creates_and_migrates_a_missing_database() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flags_override_environment_which_overrides_chime_toml() -> Result<()> {
     let mut env = TestEnv::new().await?;
-    env.start(chime_cli::commands::services::Services {
-        api: true,
-        worker: true,
-    })
-    .await?;
+    env.start(chime_cli::commands::services::Services::ALL)
+        .await?;
     let dir = std::env::temp_dir().join(format!("chime-config-{}", Uuid::now_v7()));
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("chime.toml"), "api_url = \"http://127.0.0.1:9\"\n")?;

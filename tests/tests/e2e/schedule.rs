@@ -79,11 +79,7 @@ async fn preview_refuses_bad_input_with_exit_2_and_the_reason() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_previews_the_same_fire_times() -> Result<()> {
     let mut env = TestEnv::new().await?;
-    env.start(Services {
-        api: true,
-        worker: false,
-    })
-    .await?;
+    env.start(Services::API).await?;
     let url = format!("{}/api/v1/schedule/preview", env.api_url());
     let body = serde_json::json!({
         "trigger": serde_json::from_str::<serde_json::Value>(LAST_FRIDAY)?,

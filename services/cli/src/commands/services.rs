@@ -15,6 +15,35 @@ pub struct Services {
     pub api: bool,
     /// A worker.
     pub worker: bool,
+    /// A scheduler instance (trigger firing).
+    pub scheduler: bool,
+}
+
+impl Services {
+    /// Everything: `chime up`.
+    pub const ALL: Self = Self {
+        api: true,
+        worker: true,
+        scheduler: true,
+    };
+    /// The API alone.
+    pub const API: Self = Self {
+        api: true,
+        worker: false,
+        scheduler: false,
+    };
+    /// A worker alone.
+    pub const WORKER: Self = Self {
+        api: false,
+        worker: true,
+        scheduler: false,
+    };
+    /// A scheduler instance alone.
+    pub const SCHEDULER: Self = Self {
+        api: false,
+        worker: false,
+        scheduler: true,
+    };
 }
 
 /// Runs `services` on one node until SIGINT or SIGTERM, then stops them cleanly.
@@ -31,10 +60,12 @@ pub async fn run_until(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let _ = chime_core::telemetry::metrics_handle();
-    let role = match (services.api, services.worker) {
-        (true, true) => "up",
-        (true, false) => "api",
-        _ => "worker",
+    let role = match (services.api, services.worker, services.scheduler) {
+        (true, true, true) => "up",
+        (true, false, false) => "api",
+        (false, true, false) => "worker",
+        (false, false, true) => "scheduler",
+        _ => "services",
     };
     let node = Node::start(settings, role)
         .await
@@ -64,6 +95,16 @@ pub async fn run_until(
         running.spawn(async move {
             if let Err(e) = chime_worker::run(&node, worker_settings, stop).await {
                 error!(error = %e, "worker stopped");
+                failed.cancel();
+            }
+        });
+    }
+    if services.scheduler {
+        let (node, stop, failed) = (node.clone(), shutdown.clone(), failed.clone());
+        running.spawn(async move {
+            let settings = chime_scheduler::SchedulerSettings::default();
+            if let Err(e) = chime_scheduler::run(&node, settings, stop).await {
+                error!(error = %e, "scheduler stopped");
                 failed.cancel();
             }
         });

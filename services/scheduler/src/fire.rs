@@ -1,0 +1,382 @@
+//! Where triggers are fired.
+//!
+//! One round, one transaction:
+//!
+//! ```text
+//!   acquire: waiting triggers due within the lookahead, group not paused,
+//!            ORDER BY next_fire_time, priority DESC LIMIT batch FOR UPDATE SKIP LOCKED
+//!     │  (per trigger) blocked job → state blocked, fire held
+//!     │                misfired    → the trigger's misfire policy
+//!     │                each due fire → task + fired_triggers + outbox row released at the fire time
+//!   advance next_fire_time / prev_fire_time / times_triggered (or complete), commit
+//! ```
+//!
+//! Any number of instances run this loop: `SKIP LOCKED` gives each a disjoint batch and the
+//! unique (trigger, scheduled time) makes a fire happen once even if two ever overlapped. Time is
+//! the database's `now()`, never this node's clock. Messages are published by the outbox relay at
+//! their fire time, not before.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chime_core::bus::Topology;
+use chime_core::model::{MESSAGE_VERSION, TaskMessage};
+use chime_core::schedule::misfire::{self, MisfirePolicy};
+use chime_core::schedule::{Calendar, CalendarSpec, Schedule, ScheduleSpec};
+use chime_core::store::task_lifecycle::{TriggerFire, record_trigger_fires};
+use chime_core::store::{Store, StoreError};
+use jiff::{SignedDuration, Timestamp};
+use sqlx::FromRow;
+use sqlx::types::Json;
+use tracing::warn;
+use uuid::Uuid;
+
+/// The most fires one trigger makes in one round (a `fire_all` catch-up goes on next round).
+const MAX_FIRES_PER_TRIGGER: usize = 1000;
+
+/// How the firing loop behaves.
+#[derive(Debug, Clone)]
+pub struct FiringSettings {
+    /// Triggers due this far ahead are fired now (their messages wait for their time).
+    pub lookahead: Duration,
+    /// Triggers per round.
+    pub batch: i64,
+    /// A fire later than this is misfired.
+    pub misfire_threshold: Duration,
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Round {
+    /// Triggers acquired.
+    pub acquired: usize,
+    /// Tasks created.
+    pub fired: u64,
+    /// Triggers whose misfire policy was applied.
+    pub misfired: usize,
+}
+
+#[derive(FromRow)]
+struct DueTrigger {
+    id: i64,
+    job_id: i64,
+    schedule: Json<ScheduleSpec>,
+    start_time: jiff_sqlx::Timestamp,
+    next_fire_time: jiff_sqlx::Timestamp,
+    prev_fire_time: Option<jiff_sqlx::Timestamp>,
+    times_triggered: i64,
+    misfire_policy: String,
+    priority: i32,
+    trigger_data: Json<serde_json::Value>,
+    calendar: Option<Json<CalendarSpec>>,
+    kind: String,
+    spec: Json<serde_json::Value>,
+    worker_group: String,
+    concurrent: bool,
+    job_busy: bool,
+    job_data: Json<serde_json::Value>,
+    timeout_ms: Option<i64>,
+    execute_user: Option<String>,
+}
+
+/// A trigger's state after the round.
+struct Advance {
+    id: i64,
+    next_fire_time: Option<Timestamp>,
+    prev_fire_time: Option<Timestamp>,
+    times_triggered: i64,
+    state: &'static str,
+    /// A simple trigger rescheduled by its misfire policy has a new start and repeat count.
+    schedule: Option<ScheduleSpec>,
+}
+
+/// Fires what is due; one transaction.
+pub async fn fire_due(
+    store: &Store,
+    topology: &Topology,
+    instance_id: &str,
+    settings: &FiringSettings,
+) -> Result<Round, StoreError> {
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .map_err(|e| db("starting a firing transaction", e))?;
+    let now: jiff_sqlx::Timestamp = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| db("reading the clock", e))?;
+    let now = now.to_jiff();
+    let due: Vec<DueTrigger> = sqlx::query_as(
+        r#"
+        SELECT t.id, t.job_id, t.schedule, t.start_time, t.next_fire_time, t.prev_fire_time,
+               t.times_triggered, t.misfire_policy, t.priority, t.data AS trigger_data,
+               c.definition AS calendar, j.kind, j.spec, j.worker_group, j.concurrent,
+               (NOT j.concurrent AND EXISTS (
+                   SELECT 1 FROM tasks x
+                   WHERE x.job_id = j.id AND x.status IN ('ready', 'running', 'retrying')
+               )) AS job_busy,
+               j.data AS job_data, j.timeout_ms, j.execute_user
+        FROM triggers t
+        JOIN jobs j ON j.id = t.job_id
+        LEFT JOIN calendars c ON c.name = t.calendar_name
+        WHERE t.state = 'waiting'
+          AND t.next_fire_time <= now() + make_interval(secs => $1)
+          AND NOT EXISTS (SELECT 1 FROM paused_trigger_groups p WHERE p.group_name = t.group_name)
+        ORDER BY t.next_fire_time, t.priority DESC
+        LIMIT $2
+        FOR UPDATE OF t SKIP LOCKED
+        "#,
+    )
+    .bind(settings.lookahead.as_secs_f64())
+    .bind(settings.batch)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(|e| db("acquiring due triggers", e))?;
+    let mut round = Round {
+        acquired: due.len(),
+        ..Round::default()
+    };
+    if due.is_empty() {
+        tx.commit().await.map_err(|e| db("committing", e))?;
+        return Ok(round);
+    }
+    let horizon = now + SignedDuration::try_from(settings.lookahead).unwrap_or_default();
+    let threshold = SignedDuration::try_from(settings.misfire_threshold).unwrap_or_default();
+    let mut fires = Vec::new();
+    let mut advances = Vec::with_capacity(due.len());
+    let mut jobs_fired_alone = HashSet::new();
+    for trigger in &due {
+        match plan(
+            trigger,
+            now,
+            horizon,
+            threshold,
+            &mut jobs_fired_alone,
+            &mut fires,
+        ) {
+            Ok((advance, misfired)) => {
+                round.misfired += usize::from(misfired);
+                advances.push(advance);
+            }
+            Err(error) => {
+                warn!(trigger = trigger.id, %error, "trigger cannot be evaluated; state error");
+                advances.push(Advance {
+                    id: trigger.id,
+                    next_fire_time: Some(trigger.next_fire_time.to_jiff()),
+                    prev_fire_time: trigger.prev_fire_time.map(|t| t.to_jiff()),
+                    times_triggered: trigger.times_triggered,
+                    state: "error",
+                    schedule: None,
+                });
+            }
+        }
+    }
+    round.fired = record_trigger_fires(&mut tx, topology, instance_id, &fires).await?;
+    advance_triggers(&mut tx, &advances).await?;
+    tx.commit().await.map_err(|e| db("committing fires", e))?;
+    Ok(round)
+}
+
+/// Decides one trigger's fires this round and its state after them.
+fn plan(
+    trigger: &DueTrigger,
+    now: Timestamp,
+    horizon: Timestamp,
+    threshold: SignedDuration,
+    jobs_fired_alone: &mut HashSet<i64>,
+    fires: &mut Vec<TriggerFire>,
+) -> Result<(Advance, bool), String> {
+    let mut spec = trigger.schedule.0.clone();
+    let mut schedule =
+        Schedule::compile(&spec, trigger.start_time.to_jiff()).map_err(|e| e.to_string())?;
+    let calendar = trigger
+        .calendar
+        .as_ref()
+        .map(|c| Calendar::compile(&c.0))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let policy: MisfirePolicy = trigger.misfire_policy.parse().map_err(|e| format!("{e}"))?;
+    let mut next = Some(trigger.next_fire_time.to_jiff());
+    let mut prev = trigger.prev_fire_time.map(|t| t.to_jiff());
+    let mut times = trigger.times_triggered;
+    let mut changed_schedule = None;
+
+    // A job that runs one task at a time: hold the fire while a task of it is live.
+    if !trigger.concurrent && (trigger.job_busy || jobs_fired_alone.contains(&trigger.job_id)) {
+        return Ok((
+            Advance {
+                id: trigger.id,
+                next_fire_time: next,
+                prev_fire_time: prev,
+                times_triggered: times,
+                state: "blocked",
+                schedule: None,
+            },
+            false,
+        ));
+    }
+
+    let mut misfired = false;
+    if let Some(due) = next
+        && policy != MisfirePolicy::FireAll
+        && misfire::is_misfired(due, now, threshold)
+    {
+        misfired = true;
+        let outcome = misfire::apply(&schedule, policy, due, times, calendar.as_ref(), now);
+        next = outcome.next_fire_time;
+        times = outcome.times_triggered;
+        if let (
+            Some(repeat_count),
+            ScheduleSpec::Simple {
+                interval_ms,
+                end_time,
+                ..
+            },
+        ) = (outcome.repeat_count, &spec)
+        {
+            spec = ScheduleSpec::Simple {
+                interval_ms: *interval_ms,
+                repeat_count,
+                start_time: Some(outcome.start),
+                end_time: *end_time,
+            };
+            schedule = Schedule::compile(&spec, outcome.start).map_err(|e| e.to_string())?;
+            changed_schedule = Some(spec.clone());
+        }
+        metrics::counter!("chime_scheduler_misfires_total", "policy" => policy.as_str())
+            .increment(1);
+    }
+
+    let mut fired_now = 0;
+    while let Some(at) = next
+        && at <= horizon
+        && fired_now < MAX_FIRES_PER_TRIGGER
+    {
+        if !trigger.concurrent && fired_now == 1 {
+            break;
+        }
+        fires.push(fire(trigger, at));
+        fired_now += 1;
+        times += 1;
+        prev = Some(at);
+        next = schedule.next_fire_time(at, times, calendar.as_ref());
+    }
+    if !trigger.concurrent && fired_now > 0 {
+        jobs_fired_alone.insert(trigger.job_id);
+    }
+    Ok((
+        Advance {
+            id: trigger.id,
+            next_fire_time: next,
+            prev_fire_time: prev,
+            times_triggered: times,
+            state: if next.is_some() {
+                "waiting"
+            } else {
+                "complete"
+            },
+            schedule: changed_schedule,
+        },
+        misfired,
+    ))
+}
+
+/// The task one fire makes: the job's spec, the job's data overlaid with the trigger's, and the
+/// scheduled time as its data time.
+fn fire(trigger: &DueTrigger, at: Timestamp) -> TriggerFire {
+    let mut data = trigger.job_data.0.clone();
+    if let (Some(base), Some(extra)) = (data.as_object_mut(), trigger.trigger_data.0.as_object()) {
+        for (key, value) in extra {
+            base.insert(key.clone(), value.clone());
+        }
+    }
+    TriggerFire {
+        trigger_id: trigger.id,
+        job_id: trigger.job_id,
+        sched_time: at,
+        priority: trigger.priority,
+        message: TaskMessage {
+            v: MESSAGE_VERSION,
+            task_id: Uuid::now_v7(),
+            attempt: 1,
+            kind: trigger.kind.clone(),
+            group: trigger.worker_group.clone(),
+            spec: trigger.spec.0.clone(),
+            data,
+            data_time: Some(at),
+            timeout_ms: trigger.timeout_ms,
+            execute_user: trigger.execute_user.clone(),
+        },
+    }
+}
+
+async fn advance_triggers(
+    tx: &mut sqlx::PgConnection,
+    advances: &[Advance],
+) -> Result<(), StoreError> {
+    let ids: Vec<i64> = advances.iter().map(|a| a.id).collect();
+    let next: Vec<Option<jiff_sqlx::Timestamp>> = advances
+        .iter()
+        .map(|a| a.next_fire_time.map(Into::into))
+        .collect();
+    let prev: Vec<Option<jiff_sqlx::Timestamp>> = advances
+        .iter()
+        .map(|a| a.prev_fire_time.map(Into::into))
+        .collect();
+    let times: Vec<i64> = advances.iter().map(|a| a.times_triggered).collect();
+    let states: Vec<&str> = advances.iter().map(|a| a.state).collect();
+    let schedules: Vec<Option<Json<&ScheduleSpec>>> = advances
+        .iter()
+        .map(|a| a.schedule.as_ref().map(Json))
+        .collect();
+    let starts: Vec<Option<jiff_sqlx::Timestamp>> = advances
+        .iter()
+        .map(|a| {
+            a.schedule
+                .as_ref()
+                .and_then(ScheduleSpec::start_time)
+                .map(Into::into)
+        })
+        .collect();
+    sqlx::query(
+        r#"
+        UPDATE triggers t
+        SET next_fire_time = u.next_fire_time, prev_fire_time = u.prev_fire_time,
+            times_triggered = u.times_triggered, state = u.state,
+            schedule = coalesce(u.schedule, t.schedule),
+            start_time = coalesce(u.start_time, t.start_time), updated_at = now()
+        FROM UNNEST($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::text[],
+                    $6::jsonb[], $7::timestamptz[])
+            AS u(id, next_fire_time, prev_fire_time, times_triggered, state, schedule, start_time)
+        WHERE t.id = u.id
+        "#,
+    )
+    .bind(&ids)
+    .bind(&next)
+    .bind(&prev)
+    .bind(&times)
+    .bind(&states)
+    .bind(&schedules)
+    .bind(&starts)
+    .execute(tx)
+    .await
+    .map_err(|e| db("advancing triggers", e))?;
+    Ok(())
+}
+
+/// How long until the earliest waiting trigger is due (None: none is).
+pub async fn until_next_due(store: &Store) -> Result<Option<Duration>, StoreError> {
+    let seconds: Option<f64> = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM (min(next_fire_time) - now()))::float8
+         FROM triggers WHERE state = 'waiting'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .map_err(|e| db("finding the next due trigger", e))?;
+    Ok(seconds.map(|s| Duration::from_secs_f64(s.max(0.0))))
+}
+
+fn db(context: &'static str, source: sqlx::Error) -> StoreError {
+    StoreError::Database { context, source }
+}

@@ -1,0 +1,224 @@
+//! chime-scheduler: the trigger-firing service. Any number of instances, no leader.
+//!
+//! - [`fire`]: where triggers are fired (one transaction per round);
+//! - this file: an instance's lifetime — register, check in, fire in a loop woken by the nearest
+//!   due trigger, a NOTIFY (a trigger created or resumed) or the poll backstop, and leave.
+
+pub mod fire;
+
+use std::time::Duration;
+
+use chime_core::Node;
+use chime_core::bus::Topology;
+use chime_core::node::hostname;
+use chime_core::store::{Store, StoreError};
+use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+use uuid::Uuid;
+
+pub use fire::FiringSettings;
+
+/// How a scheduler instance behaves.
+#[derive(Debug, Clone)]
+pub struct SchedulerSettings {
+    /// The firing loop's settings.
+    pub firing: FiringSettings,
+    /// How often the instance records that it is alive.
+    pub checkin_interval: Duration,
+    /// The longest sleep between rounds when nothing wakes the loop.
+    pub poll: Duration,
+}
+
+impl Default for SchedulerSettings {
+    fn default() -> Self {
+        Self {
+            firing: FiringSettings {
+                lookahead: Duration::from_millis(1500),
+                batch: 1000,
+                misfire_threshold: Duration::from_secs(60),
+            },
+            checkin_interval: Duration::from_secs(2),
+            poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Runs one scheduler instance on `node` until `shutdown`.
+pub async fn run(
+    node: &Node,
+    settings: SchedulerSettings,
+    shutdown: CancellationToken,
+) -> Result<(), StoreError> {
+    let instance_id = format!(
+        "{}-{}-{}",
+        hostname(),
+        std::process::id(),
+        &Uuid::now_v7().simple().to_string()[28..]
+    );
+    check_in(&node.store, &instance_id, settings.checkin_interval, true).await?;
+    let span = info_span!("scheduler", instance = %instance_id);
+    async {
+        info!("scheduler instance started");
+        let checkins = tokio::spawn(check_in_loop(
+            node.store.clone(),
+            instance_id.clone(),
+            settings.checkin_interval,
+            shutdown.clone(),
+        ));
+        firing_loop(
+            &node.store,
+            node.topology(),
+            &instance_id,
+            &settings,
+            &shutdown,
+        )
+        .await;
+        let _ = checkins.await;
+        if let Err(error) = sqlx::query("DELETE FROM scheduler_instances WHERE instance_id = $1")
+            .bind(&instance_id)
+            .execute(node.store.pool())
+            .await
+        {
+            warn!(%error, "cannot remove the instance's row");
+        }
+        info!("scheduler instance stopped");
+    }
+    .instrument(span)
+    .await;
+    Ok(())
+}
+
+async fn firing_loop(
+    store: &Store,
+    topology: &Topology,
+    instance_id: &str,
+    settings: &SchedulerSettings,
+    shutdown: &CancellationToken,
+) {
+    let mut listener = listen(store).await;
+    while !shutdown.is_cancelled() {
+        let started = std::time::Instant::now();
+        match fire::fire_due(store, topology, instance_id, &settings.firing).await {
+            Ok(round) => {
+                metrics::counter!("chime_scheduler_fires_total").increment(round.fired);
+                metrics::histogram!("chime_scheduler_round_seconds").record(started.elapsed());
+                if round.fired > 0 {
+                    debug!(fired = round.fired, acquired = round.acquired, "fired");
+                }
+                if round.acquired as i64 >= settings.firing.batch {
+                    continue;
+                }
+            }
+            Err(error) => {
+                warn!(%error, "firing round failed");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(settings.poll) => {}
+                }
+                continue;
+            }
+        }
+        // Sleep until the next trigger enters the lookahead window, a NOTIFY, or the poll.
+        let sleep = match fire::until_next_due(store).await {
+            Ok(Some(until)) => until
+                .saturating_sub(settings.firing.lookahead)
+                .min(settings.poll),
+            Ok(None) => settings.poll,
+            Err(error) => {
+                warn!(%error, "cannot find the next due trigger");
+                settings.poll
+            }
+        };
+        if sleep.is_zero() {
+            continue;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(sleep) => {}
+            notified = async {
+                match listener.as_mut() {
+                    Some(l) => l.recv().await.map(drop),
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Err(error) = notified {
+                    debug!(%error, "trigger listener interrupted");
+                }
+            }
+        }
+    }
+}
+
+async fn listen(store: &Store) -> Option<PgListener> {
+    let mut listener = match PgListener::connect_with(store.pool()).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            warn!(%error, "cannot open a listener connection; polling only");
+            return None;
+        }
+    };
+    match listener.listen(&store.triggers_channel()).await {
+        Ok(()) => Some(listener),
+        Err(error) => {
+            warn!(%error, "LISTEN failed; polling only");
+            None
+        }
+    }
+}
+
+async fn check_in(
+    store: &Store,
+    instance_id: &str,
+    interval: Duration,
+    first: bool,
+) -> Result<(), StoreError> {
+    let done = if first {
+        sqlx::query(
+            "INSERT INTO scheduler_instances (instance_id, host, pid, checkin_interval_ms, version)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (instance_id) DO UPDATE SET last_checkin = now()",
+        )
+        .bind(instance_id)
+        .bind(hostname())
+        .bind(i32::try_from(std::process::id()).unwrap_or(i32::MAX))
+        .bind(i64::try_from(interval.as_millis()).unwrap_or(i64::MAX))
+        .bind(env!("CARGO_PKG_VERSION"))
+        .execute(store.pool())
+        .await
+    } else {
+        sqlx::query("UPDATE scheduler_instances SET last_checkin = now() WHERE instance_id = $1")
+            .bind(instance_id)
+            .execute(store.pool())
+            .await
+    };
+    done.map_err(|source| StoreError::Database {
+        context: "checking in",
+        source,
+    })?;
+    Ok(())
+}
+
+async fn check_in_loop(
+    store: Store,
+    instance_id: String,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    async {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            match check_in(&store, &instance_id, interval, false).await {
+                Ok(()) => metrics::counter!("chime_scheduler_checkins_total").increment(1),
+                Err(error) => warn!(%error, "check-in failed"),
+            }
+        }
+    }
+    .instrument(info_span!("checkin"))
+    .await
+}
