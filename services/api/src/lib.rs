@@ -54,6 +54,7 @@ pub enum ApiStartError {
     tags(
         (name = "tasks", description = "ad-hoc tasks and task history"),
         (name = "schedule", description = "the schedule engine"),
+        (name = "jobs"), (name = "triggers"), (name = "calendars"), (name = "schedulers"),
         (name = "workers")
     )
 )]
@@ -69,6 +70,19 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(routes::tasks::get_task))
         .routes(routes!(routes::workers::list_workers))
         .routes(routes!(routes::schedule::preview_schedule))
+        .routes(routes!(routes::jobs::create_job, routes::jobs::list_jobs))
+        .routes(routes!(routes::jobs::get_job))
+        .routes(routes!(
+            routes::jobs::create_trigger,
+            routes::jobs::list_triggers
+        ))
+        .routes(routes!(routes::jobs::get_trigger))
+        .routes(routes!(
+            routes::jobs::create_calendar,
+            routes::jobs::list_calendars
+        ))
+        .routes(routes!(routes::jobs::delete_calendar))
+        .routes(routes!(routes::jobs::list_schedulers))
         .split_for_parts();
     let openapi_json = serde_json::to_value(&openapi).unwrap_or_default();
     let api = api

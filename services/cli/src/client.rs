@@ -56,6 +56,25 @@ impl ApiClient {
         self.send(self.request(Method::POST, path).json(body)).await
     }
 
+    /// DELETE `path`.
+    pub async fn delete(&self, path: &str) -> Result<()> {
+        let response = self
+            .request(Method::DELETE, path)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the chime API at {}", self.base))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let bytes = response.bytes().await.context("reading the API's answer")?;
+        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+        Err(anyhow!("{message} (HTTP {})", status.as_u16()))
+    }
+
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<(StatusCode, T)> {
         let response = request.send().await.with_context(|| {
             format!(

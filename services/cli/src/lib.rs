@@ -69,6 +69,21 @@ enum Command {
     /// Lists or shows tasks.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Creates, lists and shows jobs.
+    #[command(subcommand)]
+    Job(commands::jobs::JobCommand),
+    /// Creates, lists and shows triggers.
+    #[command(subcommand)]
+    Trigger(commands::jobs::TriggerCommand),
+    /// Creates, lists and deletes calendars.
+    #[command(subcommand)]
+    Calendar(commands::jobs::CalendarCommand),
+    /// Lists scheduler instances.
+    Schedulers {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Benchmarks; each prints one machine-readable line.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -241,6 +256,18 @@ async fn run(cli: Cli) -> Result<()> {
                 .map_err(|e| BadInput(format!("--seconds: {e}")))?;
             println!("{}", chime_bench::schedule::run(seconds).line());
             Ok(())
+        }
+        Command::Job(command) => {
+            commands::jobs::job(&client(&settings(global, None)?)?, command).await
+        }
+        Command::Trigger(command) => {
+            commands::jobs::trigger(&client(&settings(global, None)?)?, command).await
+        }
+        Command::Calendar(command) => {
+            commands::jobs::calendar(&client(&settings(global, None)?)?, command).await
+        }
+        Command::Schedulers { json } => {
+            commands::jobs::schedulers(&client(&settings(global, None)?)?, json).await
         }
         Command::Workers { json } => {
             commands::workers::list(&client(&settings(global, None)?)?, json).await

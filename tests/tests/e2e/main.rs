@@ -7,3 +7,4 @@ mod firing;
 mod outbox;
 mod process;
 mod schedule;
+mod triggers;

@@ -1,5 +1,6 @@
 //! One module per group of verbs.
 
+pub mod jobs;
 pub mod schedule;
 pub mod services;
 pub mod submit;

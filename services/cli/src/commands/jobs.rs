@@ -1,0 +1,357 @@
+//! `chime job|trigger|calendar …` and `chime schedulers`: what fires, when, and who fires it.
+
+use anyhow::Result;
+use chime_core::schedule::misfire::MisfirePolicy;
+use chime_core::store::calendars::NamedCalendar;
+use chime_core::store::jobs::{JobView, NewJob};
+use chime_core::store::triggers::{NewTrigger, TriggerView};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::BadInput;
+use crate::client::ApiClient;
+use crate::output::{opt, table, time};
+
+/// `chime job …`
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Creates a job.
+    Create(JobCreate),
+    /// Lists jobs.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows a job (as JSON).
+    Show {
+        /// The job's name.
+        name: String,
+        /// Its group.
+        #[arg(long, default_value = "default")]
+        group: String,
+    },
+}
+
+/// `chime job create NAME --kind shell -- CMD …`
+#[derive(Debug, Args)]
+pub struct JobCreate {
+    /// The job's name.
+    name: String,
+    /// Its group.
+    #[arg(long)]
+    group: Option<String>,
+    /// Executor kind.
+    #[arg(long)]
+    kind: String,
+    /// The executor's input as JSON.
+    #[arg(long)]
+    spec: Option<String>,
+    /// A script for `sh -c` (shell kind).
+    #[arg(long)]
+    script: Option<String>,
+    /// Worker group.
+    #[arg(long)]
+    worker_group: Option<String>,
+    /// Allow only one task at a time.
+    #[arg(long)]
+    no_concurrent: bool,
+    /// Re-run a task whose worker died.
+    #[arg(long)]
+    requests_recovery: bool,
+    /// Timeout of one attempt, in milliseconds.
+    #[arg(long)]
+    timeout_ms: Option<i64>,
+    /// The command (shell kind), after `--`.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+/// `chime trigger …`
+#[derive(Debug, Subcommand)]
+pub enum TriggerCommand {
+    /// Creates a trigger.
+    Create(TriggerCreate),
+    /// Lists triggers.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows a trigger and its next fire times.
+    Show {
+        /// The trigger's name.
+        name: String,
+        /// Its group.
+        #[arg(long, default_value = "default")]
+        group: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `chime trigger create NAME --job JOB --schedule JSON`
+#[derive(Debug, Args)]
+pub struct TriggerCreate {
+    /// The trigger's name.
+    name: String,
+    /// Its group.
+    #[arg(long)]
+    group: Option<String>,
+    /// The job it fires.
+    #[arg(long)]
+    job: String,
+    /// The job's group.
+    #[arg(long)]
+    job_group: Option<String>,
+    /// The schedule as JSON (DESIGN section 4), e.g. '{"kind":"cron","cron":"0 */5 * * * ?"}'.
+    #[arg(long)]
+    schedule: String,
+    /// An exclusion calendar by name.
+    #[arg(long)]
+    calendar: Option<String>,
+    /// smart, fire_now, skip, fire_all, reschedule_… (simple triggers).
+    #[arg(long)]
+    misfire: Option<String>,
+    /// Higher fires first.
+    #[arg(long)]
+    priority: Option<i32>,
+}
+
+/// `chime calendar …`
+#[derive(Debug, Subcommand)]
+pub enum CalendarCommand {
+    /// Creates a calendar.
+    Create {
+        /// Its name.
+        name: String,
+        /// The calendar as JSON (DESIGN section 4).
+        #[arg(long)]
+        definition: String,
+    },
+    /// Lists calendars.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deletes a calendar no trigger uses.
+    Delete {
+        /// Its name.
+        name: String,
+    },
+}
+
+fn json_arg<T: serde::de::DeserializeOwned>(flag: &str, text: &str) -> Result<T> {
+    Ok(serde_json::from_str(text).map_err(|e| BadInput(format!("{flag}: {e}")))?)
+}
+
+/// Runs a job verb.
+pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
+    match command {
+        JobCommand::Create(args) => {
+            let spec = match (&args.spec, &args.script, args.command.is_empty()) {
+                (Some(spec), None, true) => json_arg("--spec", spec)?,
+                (None, Some(script), true) => json!({ "command": script }),
+                (None, None, false) => json!({ "command": args.command }),
+                (None, None, true) => json!({}),
+                _ => {
+                    return Err(BadInput(
+                        "give one of --spec, --script or a command after --".into(),
+                    )
+                    .into());
+                }
+            };
+            let job = NewJob {
+                group: args.group,
+                name: args.name,
+                kind: args.kind,
+                spec,
+                worker_group: args.worker_group,
+                concurrent: Some(!args.no_concurrent),
+                requests_recovery: Some(args.requests_recovery),
+                timeout_ms: args.timeout_ms,
+                ..NewJob::default()
+            };
+            let (_, view): (_, JobView) = client.post("/api/v1/jobs", &job).await?;
+            println!("{}.{}", view.group, view.name);
+        }
+        JobCommand::List { json } => {
+            let jobs: Vec<JobView> = client.get("/api/v1/jobs").await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&jobs)?);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = jobs
+                .iter()
+                .map(|j| {
+                    vec![
+                        format!("{}.{}", j.group, j.name),
+                        j.kind.clone(),
+                        j.worker_group.clone(),
+                        j.concurrent.to_string(),
+                        j.paused.to_string(),
+                    ]
+                })
+                .collect();
+            table(
+                &["JOB", "KIND", "WORKER GROUP", "CONCURRENT", "PAUSED"],
+                &rows,
+            );
+        }
+        JobCommand::Show { name, group } => {
+            let job: JobView = client.get(&format!("/api/v1/jobs/{group}/{name}")).await?;
+            println!("{}", serde_json::to_string_pretty(&job)?);
+        }
+    }
+    Ok(())
+}
+
+/// Runs a trigger verb.
+pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> {
+    match command {
+        TriggerCommand::Create(args) => {
+            let misfire_policy = args
+                .misfire
+                .as_deref()
+                .map(str::parse::<MisfirePolicy>)
+                .transpose()
+                .map_err(|e| BadInput(e.to_string()))?;
+            let trigger = NewTrigger {
+                group: args.group,
+                name: args.name,
+                job_group: args.job_group,
+                job: args.job,
+                schedule: json_arg("--schedule", &args.schedule)?,
+                calendar: args.calendar,
+                misfire_policy,
+                priority: args.priority,
+                description: None,
+                data: serde_json::Value::Null,
+            };
+            let (_, view): (_, TriggerView) = client.post("/api/v1/triggers", &trigger).await?;
+            println!(
+                "{}.{} next fire {}",
+                view.group,
+                view.name,
+                time(view.next_fire_time)
+            );
+        }
+        TriggerCommand::List { json } => {
+            let triggers: Vec<TriggerView> = client.get("/api/v1/triggers").await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&triggers)?);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = triggers
+                .iter()
+                .map(|t| {
+                    vec![
+                        format!("{}.{}", t.group, t.name),
+                        format!("{}.{}", t.job_group, t.job),
+                        t.state.clone(),
+                        time(t.next_fire_time),
+                        time(t.prev_fire_time),
+                        t.times_triggered.to_string(),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "TRIGGER",
+                    "JOB",
+                    "STATE",
+                    "NEXT FIRE",
+                    "PREVIOUS FIRE",
+                    "FIRED",
+                ],
+                &rows,
+            );
+        }
+        TriggerCommand::Show { name, group, json } => {
+            let t: TriggerView = client
+                .get(&format!("/api/v1/triggers/{group}/{name}"))
+                .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&t)?);
+                return Ok(());
+            }
+            let field = |k: &str, v: String| println!("{k:<15} {v}");
+            field("trigger", format!("{}.{}", t.group, t.name));
+            field("job", format!("{}.{}", t.job_group, t.job));
+            field("schedule", serde_json::to_string(&t.schedule)?);
+            field("calendar", opt(t.calendar.as_deref()));
+            field("misfire policy", t.misfire_policy.to_string());
+            field("state", t.state.clone());
+            field("fired", t.times_triggered.to_string());
+            field("previous fire", time(t.prev_fire_time));
+            println!("next fires:");
+            for fire in &t.next_fires {
+                println!("  {fire}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs a calendar verb.
+pub async fn calendar(client: &ApiClient, command: CalendarCommand) -> Result<()> {
+    match command {
+        CalendarCommand::Create { name, definition } => {
+            let calendar = NamedCalendar {
+                name,
+                description: String::new(),
+                definition: json_arg("--definition", &definition)?,
+            };
+            let (_, created): (_, NamedCalendar) =
+                client.post("/api/v1/calendars", &calendar).await?;
+            println!("{}", created.name);
+        }
+        CalendarCommand::List { json } => {
+            let calendars: Vec<NamedCalendar> = client.get("/api/v1/calendars").await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&calendars)?);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = calendars
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.name.clone(),
+                        serde_json::to_string(&c.definition).unwrap_or_default(),
+                    ]
+                })
+                .collect();
+            table(&["CALENDAR", "DEFINITION"], &rows);
+        }
+        CalendarCommand::Delete { name } => {
+            client.delete(&format!("/api/v1/calendars/{name}")).await?
+        }
+    }
+    Ok(())
+}
+
+/// `chime schedulers`
+pub async fn schedulers(client: &ApiClient, json: bool) -> Result<()> {
+    let rows: Vec<serde_json::Value> = client.get("/api/v1/schedulers").await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r["instance_id"].as_str().unwrap_or("").to_string(),
+                r["status"].as_str().unwrap_or("").to_string(),
+                format!(
+                    "{:.1}s ago",
+                    r["seconds_since_checkin"].as_f64().unwrap_or(0.0)
+                ),
+            ]
+        })
+        .collect();
+    table(&["INSTANCE", "STATUS", "LAST CHECK-IN"], &cells);
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! Jobs, triggers and calendars through the CLI and the running services.
+
+use anyhow::Result;
+use chime_cli::commands::services::Services;
+use chime_core::model::TaskStatus;
+use chime_tests::{TestEnv, eventually};
+
+fn assert_error(out: &std::process::Output, needle: &str) {
+    assert!(!out.status.success(), "expected failure: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains(needle),
+        "{stderr:?} should be an error mentioning {needle:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_due_trigger_is_published_within_a_second_and_runs() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let job = env
+        .chime(&[
+            "job",
+            "create",
+            "hello",
+            "--kind",
+            "shell",
+            "--",
+            "echo",
+            "from a trigger",
+        ])
+        .await?;
+    assert!(job.status.success(), "{job:?}");
+    // The cluster is idle: its schedulers sleep until something wakes them.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let trigger = env
+        .chime(&[
+            "trigger",
+            "create",
+            "now",
+            "--job",
+            "hello",
+            "--schedule",
+            r#"{"kind":"simple","interval_ms":0,"repeat_count":0}"#,
+        ])
+        .await?;
+    assert!(trigger.status.success(), "{trigger:?}");
+    eventually("the fired task to succeed", || async {
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM tasks")
+            .fetch_optional(env.store.pool())
+            .await?;
+        Ok(status.as_deref() == Some(TaskStatus::Succeeded.as_str()))
+    })
+    .await?;
+    // Published within 1 s of the trigger's creation, by the database's clock.
+    let pickup: f64 = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM o.published_at - t.created_at)::float8
+         FROM outbox o, triggers t WHERE o.exchange LIKE '%.tasks'",
+    )
+    .fetch_one(env.store.pool())
+    .await?;
+    assert!(
+        pickup < 1.0,
+        "published {pickup:.3} s after the trigger was created"
+    );
+    let output: String = sqlx::query_scalar("SELECT result->>'output' FROM tasks")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(output, "from a trigger\n");
+    let shown = env.chime(&["trigger", "show", "now", "--json"]).await?;
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout)?;
+    assert_eq!(shown["state"], "complete");
+    assert_eq!(shown["times_triggered"], 1);
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_jobs_triggers_and_calendars_are_refused_and_change_nothing() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let ok = env.chime(&["job", "create", "j", "--kind", "noop"]).await?;
+    assert!(ok.status.success(), "{ok:?}");
+    assert_error(
+        &env.chime(&["job", "create", "j", "--kind", "noop"]).await?,
+        "exists already",
+    );
+    let cron = |expr: &str| format!(r#"{{"kind":"cron","cron":"{expr}"}}"#);
+    assert_error(
+        &env.chime(&[
+            "trigger",
+            "create",
+            "t",
+            "--job",
+            "nope",
+            "--schedule",
+            &cron("0 * * * * ?"),
+        ])
+        .await?,
+        "unknown job default.nope",
+    );
+    assert_error(
+        &env.chime(&[
+            "trigger",
+            "create",
+            "t",
+            "--job",
+            "j",
+            "--schedule",
+            &cron("0 0 12 32 * ?"),
+        ])
+        .await?,
+        "cron field 4 (day-of-month): 32 is out of range 1-31",
+    );
+    assert_error(
+        &env.chime(&[
+            "trigger",
+            "create",
+            "t",
+            "--job",
+            "j",
+            "--schedule",
+            &cron("0 * * * * ?"),
+            "--calendar",
+            "holidays",
+        ])
+        .await?,
+        "unknown calendar holidays",
+    );
+    assert_error(
+        &env.chime(&[
+            "trigger",
+            "create",
+            "t",
+            "--job",
+            "j",
+            "--schedule",
+            &cron("0 * * * * ?"),
+            "--misfire",
+            "reschedule_now_with_existing_count",
+        ])
+        .await?,
+        "for simple triggers only",
+    );
+    let triggers: i64 = sqlx::query_scalar("SELECT count(*) FROM triggers")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(triggers, 0, "nothing written");
+
+    let calendar = env
+        .chime(&[
+            "calendar",
+            "create",
+            "weekends",
+            "--definition",
+            r#"{"kind":"weekly","excluded_days":["SAT","SUN"]}"#,
+        ])
+        .await?;
+    assert!(calendar.status.success(), "{calendar:?}");
+    let trigger = env
+        .chime(&[
+            "trigger",
+            "create",
+            "t",
+            "--job",
+            "j",
+            "--schedule",
+            &cron("0 0 12 * * ?"),
+            "--calendar",
+            "weekends",
+        ])
+        .await?;
+    assert!(trigger.status.success(), "{trigger:?}");
+    assert_error(
+        &env.chime(&["calendar", "delete", "weekends"]).await?,
+        "in use",
+    );
+    assert_error(
+        &env.chime(&[
+            "trigger",
+            "create",
+            "t",
+            "--job",
+            "j",
+            "--schedule",
+            &cron("0 0 12 * * ?"),
+        ])
+        .await?,
+        "exists already",
+    );
+    // `trigger show` lists the next 5 fire times, none on a weekend.
+    let shown = env.chime(&["trigger", "show", "t", "--json"]).await?;
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout)?;
+    let fires = shown["next_fires"].as_array().cloned().unwrap_or_default();
+    assert_eq!(fires.len(), 5);
+    for fire in fires {
+        let at: jiff::Timestamp = fire.as_str().unwrap_or_default().parse()?;
+        let day = at.to_zoned(jiff::tz::TimeZone::UTC).weekday();
+        assert!(!matches!(
+            day,
+            jiff::civil::Weekday::Saturday | jiff::civil::Weekday::Sunday
+        ));
+    }
+    env.cleanup().await
+}
