@@ -113,6 +113,16 @@ struct ServeArgs {
 
 #[derive(Debug, Subcommand)]
 enum BenchCommand {
+    /// N one-shot triggers due at once, K scheduler instances: fires per second until all are
+    /// published.
+    Fire {
+        /// How many triggers.
+        #[arg(long, default_value_t = 20_000)]
+        triggers: i64,
+        /// How many scheduler instances.
+        #[arg(long, default_value_t = 1)]
+        schedulers: usize,
+    },
     /// Next-fire computations per second on one core.
     Schedule {
         /// How long to run.
@@ -251,6 +261,16 @@ async fn run(cli: Cli) -> Result<()> {
             commands::tasks::show(&client(&settings(global, None)?)?, id, json).await
         }
         Command::Schedule(ScheduleCommand::Preview(args)) => commands::schedule::run(args),
+        Command::Bench(BenchCommand::Fire {
+            triggers,
+            schedulers,
+        }) => {
+            let figures = chime_bench::fire::run(&settings(global, None)?, triggers, schedulers)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", figures.line());
+            Ok(())
+        }
         Command::Bench(BenchCommand::Schedule { seconds }) => {
             let seconds = std::time::Duration::try_from_secs_f64(seconds)
                 .map_err(|e| BadInput(format!("--seconds: {e}")))?;

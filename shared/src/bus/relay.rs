@@ -27,7 +27,7 @@ use crate::store::outbox::{self, OutboxMessage};
 use crate::store::{Store, StoreError};
 
 /// Rows claimed per round trip.
-const BATCH: i64 = 500;
+const BATCH: i64 = 2000;
 /// How long a claim protects rows from other relays.
 const LEASE: Duration = Duration::from_secs(30);
 /// The backstop when no NOTIFY arrives.
