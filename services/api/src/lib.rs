@@ -71,12 +71,19 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(routes::workers::list_workers))
         .routes(routes!(routes::schedule::preview_schedule))
         .routes(routes!(routes::jobs::create_job, routes::jobs::list_jobs))
-        .routes(routes!(routes::jobs::get_job))
+        .routes(routes!(routes::jobs::get_job, routes::jobs::delete_job))
+        .routes(routes!(routes::jobs::run_job))
+        .routes(routes!(routes::jobs::job_action))
+        .routes(routes!(routes::jobs::trigger_action))
+        .routes(routes!(routes::jobs::group_action))
         .routes(routes!(
             routes::jobs::create_trigger,
             routes::jobs::list_triggers
         ))
-        .routes(routes!(routes::jobs::get_trigger))
+        .routes(routes!(
+            routes::jobs::get_trigger,
+            routes::jobs::delete_trigger
+        ))
         .routes(routes!(
             routes::jobs::create_calendar,
             routes::jobs::list_calendars

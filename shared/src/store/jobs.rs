@@ -270,3 +270,22 @@ pub async fn list(store: &Store) -> Result<Vec<JobView>, StoreError> {
     .context("listing jobs")?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
+
+/// Deletes a job and its triggers; its tasks stay as history. A job others depend on is refused.
+pub async fn delete(store: &Store, group: &str, name: &str) -> Result<(), StoreError> {
+    let done = sqlx::query("DELETE FROM jobs WHERE group_name = $1 AND name = $2")
+        .bind(group)
+        .bind(name)
+        .execute(store.pool())
+        .await;
+    match done {
+        Ok(done) if done.rows_affected() == 0 => {
+            Err(StoreError::NotFound(format!("job {group}.{name}")))
+        }
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23503") => Err(
+            StoreError::Conflict(format!("job {group}.{name} has jobs depending on it")),
+        ),
+        Err(e) => Err(e).context("deleting the job"),
+    }
+}

@@ -372,3 +372,82 @@ pub async fn record_trigger_fires(
     .context("recording trigger fires")?;
     Ok(created as u64)
 }
+
+/// `(nothing) → ready` for a job run on demand (`chime job run`): a task with the job's settings,
+/// its data overlaid with `data`, for `data_time` (default now), published at once.
+pub async fn run_job_now(
+    store: &Store,
+    topology: &Topology,
+    group: &str,
+    name: &str,
+    data: serde_json::Value,
+    data_time: Option<jiff::Timestamp>,
+) -> Result<Uuid, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Job {
+        id: i64,
+        kind: String,
+        spec: Json<serde_json::Value>,
+        worker_group: String,
+        data: Json<serde_json::Value>,
+        timeout_ms: Option<i64>,
+        execute_user: Option<String>,
+        now: jiff_sqlx::Timestamp,
+    }
+    let job: Option<Job> = sqlx::query_as(
+        "SELECT id, kind, spec, worker_group, data, timeout_ms, execute_user, now() AS now
+         FROM jobs WHERE group_name = $1 AND name = $2",
+    )
+    .bind(group)
+    .bind(name)
+    .fetch_optional(store.pool())
+    .await
+    .context("reading the job")?;
+    let job = job.ok_or_else(|| StoreError::NotFound(format!("job {group}.{name}")))?;
+    let mut merged = job.data.0;
+    if let (Some(base), Some(extra)) = (merged.as_object_mut(), data.as_object()) {
+        for (key, value) in extra {
+            base.insert(key.clone(), value.clone());
+        }
+    }
+    let message = TaskMessage {
+        v: MESSAGE_VERSION,
+        task_id: Uuid::now_v7(),
+        attempt: 1,
+        kind: job.kind,
+        group: job.worker_group,
+        spec: job.spec.0,
+        data: merged,
+        data_time: Some(data_time.unwrap_or(job.now.to_jiff())),
+        timeout_ms: job.timeout_ms,
+        execute_user: job.execute_user,
+    };
+    sqlx::query(
+        r#"
+        WITH task AS (
+            INSERT INTO tasks (id, job_id, kind, spec, worker_group, priority, status, attempt,
+                               reject_retries, reject_interval_ms, failed_retries,
+                               failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                               data_time, data, submit_user, execute_user, ready_at)
+            SELECT $1, j.id, j.kind, j.spec, j.worker_group, j.priority, 'ready', 1,
+                   j.reject_retries, j.reject_interval_ms, j.failed_retries, j.failed_interval_ms,
+                   j.backoff, j.timeout_ms, j.requests_recovery, $3, $4, j.submit_user,
+                   j.execute_user, now()
+            FROM jobs j WHERE j.id = $2
+            RETURNING worker_group
+        )
+        INSERT INTO outbox (exchange, routing_key, body)
+        SELECT $5, worker_group, $6 FROM task
+        "#,
+    )
+    .bind(message.task_id)
+    .bind(job.id)
+    .bind(message.data_time.map(jiff_sqlx::Timestamp::from))
+    .bind(Json(&message.data))
+    .bind(topology.tasks_exchange())
+    .bind(Json(&message))
+    .execute(store.pool())
+    .await
+    .context("running the job")?;
+    Ok(message.task_id)
+}

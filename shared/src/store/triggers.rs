@@ -301,3 +301,126 @@ pub async fn list(store: &Store) -> Result<Vec<TriggerView>, StoreError> {
     .context("listing triggers")?;
     Ok(rows.into_iter().map(|r| r.into_view(false)).collect())
 }
+
+/// What a pause or resume applies to.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// One trigger, by group and name.
+    Trigger(&'a str, &'a str),
+    /// Every trigger of a group, and triggers added to it later.
+    Group(&'a str),
+    /// Every trigger of a job, by the job's group and name.
+    Job(&'a str, &'a str),
+}
+
+/// Pauses triggers: a paused trigger does not fire; one blocked by its job stays blocked too.
+/// Returns how many triggers changed.
+pub async fn pause(store: &Store, target: Target<'_>) -> Result<u64, StoreError> {
+    set_paused(store, target, true).await
+}
+
+/// Resumes triggers and wakes the schedulers; a resumed trigger whose fire time passed more
+/// than the misfire threshold ago follows its misfire policy.
+pub async fn resume(store: &Store, target: Target<'_>) -> Result<u64, StoreError> {
+    set_paused(store, target, false).await
+}
+
+async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u64, StoreError> {
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    // Which triggers, and the record of the pause for groups and jobs.
+    let (filter, a, b) = match target {
+        Target::Trigger(group, name) => ("t.group_name = $2 AND t.name = $3", group, name),
+        Target::Group(group) => {
+            let statement = if paused {
+                "INSERT INTO paused_trigger_groups (group_name) VALUES ($1) ON CONFLICT DO NOTHING"
+            } else {
+                "DELETE FROM paused_trigger_groups WHERE group_name = $1"
+            };
+            sqlx::query(statement)
+                .bind(group)
+                .execute(&mut *tx)
+                .await
+                .context("recording the group's pause")?;
+            ("t.group_name = $2 AND $3 = ''", group, "")
+        }
+        Target::Job(group, name) => {
+            let found =
+                sqlx::query("UPDATE jobs SET paused = $3 WHERE group_name = $1 AND name = $2")
+                    .bind(group)
+                    .bind(name)
+                    .bind(paused)
+                    .execute(&mut *tx)
+                    .await
+                    .context("recording the job's pause")?;
+            if found.rows_affected() == 0 {
+                return Err(StoreError::NotFound(format!("job {group}.{name}")));
+            }
+            (
+                "t.job_id = (SELECT id FROM jobs WHERE group_name = $2 AND name = $3)",
+                group,
+                name,
+            )
+        }
+    };
+    // A trigger stays paused while its group or its job is paused.
+    let statement = format!(
+        "UPDATE triggers t SET state = CASE
+             WHEN $1 AND t.state = 'waiting' THEN 'paused'
+             WHEN $1 AND t.state = 'blocked' THEN 'paused_blocked'
+             WHEN NOT $1 AND t.state = 'paused' THEN 'waiting'
+             WHEN NOT $1 AND t.state = 'paused_blocked' THEN 'blocked'
+             ELSE t.state END,
+           updated_at = now()
+         WHERE {filter}
+           AND t.state IN ('waiting', 'blocked', 'paused', 'paused_blocked')
+           AND ($1 OR NOT (
+               EXISTS (SELECT 1 FROM paused_trigger_groups p WHERE p.group_name = t.group_name)
+               OR (SELECT paused FROM jobs j WHERE j.id = t.job_id)))"
+    );
+    let changed = sqlx::query(sqlx::AssertSqlSafe(statement))
+        .bind(paused)
+        .bind(a)
+        .bind(b)
+        .execute(&mut *tx)
+        .await
+        .context("pausing or resuming triggers")?
+        .rows_affected();
+    if let Target::Trigger(group, name) = target
+        && changed == 0
+    {
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM triggers WHERE group_name = $1 AND name = $2)",
+        )
+        .bind(group)
+        .bind(name)
+        .fetch_one(&mut *tx)
+        .await
+        .context("looking up the trigger")?;
+        if !exists {
+            return Err(StoreError::NotFound(format!("trigger {group}.{name}")));
+        }
+    }
+    if !paused {
+        wake_schedulers(&mut tx, store).await?;
+    }
+    tx.commit().await.context("committing the pause")?;
+    Ok(changed)
+}
+
+/// Deletes a trigger (its fired history stays).
+pub async fn delete(store: &Store, group: &str, name: &str) -> Result<(), StoreError> {
+    let done = sqlx::query("DELETE FROM triggers WHERE group_name = $1 AND name = $2")
+        .bind(group)
+        .bind(name)
+        .execute(store.pool())
+        .await
+        .context("deleting the trigger")?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!("trigger {group}.{name}")));
+    }
+    Ok(())
+}

@@ -4,6 +4,7 @@
 mod adhoc;
 mod bad_input;
 mod firing;
+mod firing_rules;
 mod outbox;
 mod process;
 mod schedule;

@@ -141,3 +141,128 @@ pub async fn list_schedulers(
     .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("listing schedulers: {e}")))?;
     Ok(Json(rows))
 }
+
+/// What a job run asks for.
+#[derive(Debug, Default, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    /// Data added to the job's.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+    /// The data time (default now).
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub data_time: Option<jiff::Timestamp>,
+}
+
+/// The task a run made.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunResponse {
+    /// The task's id.
+    pub task_id: uuid::Uuid,
+}
+
+/// How many triggers a pause or resume changed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Changed {
+    /// Triggers changed.
+    pub triggers: u64,
+}
+
+/// Runs a job now (a task outside its triggers).
+#[utoipa::path(post, path = "/api/v1/jobs/{group}/{name}/run", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path)), request_body = RunRequest,
+    responses((status = 201, body = RunResponse), (status = 404, body = ErrorBody)))]
+pub async fn run_job(
+    State(state): State<AppState>,
+    Path((group, name)): Path<(String, String)>,
+    ApiJson(run): ApiJson<RunRequest>,
+) -> Result<(StatusCode, Json<RunResponse>), ApiError> {
+    let task_id = chime_core::store::task_lifecycle::run_job_now(
+        &state.store,
+        state.broker.topology(),
+        &group,
+        &name,
+        run.data,
+        run.data_time,
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(RunResponse { task_id })))
+}
+
+/// Deletes a job and its triggers (its tasks stay).
+#[utoipa::path(delete, path = "/api/v1/jobs/{group}/{name}", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn delete_job(
+    State(state): State<AppState>,
+    Path((group, name)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    jobs::delete(&state.store, &group, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deletes a trigger.
+#[utoipa::path(delete, path = "/api/v1/triggers/{group}/{name}", tag = "triggers",
+    params(("group" = String, Path), ("name" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+pub async fn delete_trigger(
+    State(state): State<AppState>,
+    Path((group, name)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    triggers::delete(&state.store, &group, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn pause_or_resume(
+    state: &AppState,
+    target: triggers::Target<'_>,
+    action: &str,
+) -> Result<Json<Changed>, ApiError> {
+    let changed = match action {
+        "pause" => triggers::pause(&state.store, target).await?,
+        "resume" => triggers::resume(&state.store, target).await?,
+        other => {
+            return Err(ApiError::not_found(format!(
+                "no action {other:?} (pause or resume)"
+            )));
+        }
+    };
+    Ok(Json(Changed { triggers: changed }))
+}
+
+/// Pauses or resumes a trigger.
+#[utoipa::path(post, path = "/api/v1/triggers/{group}/{name}/{action}", tag = "triggers",
+    params(("group" = String, Path), ("name" = String, Path),
+           ("action" = String, Path, description = "pause or resume")),
+    responses((status = 200, body = Changed), (status = 404, body = ErrorBody)))]
+pub async fn trigger_action(
+    State(state): State<AppState>,
+    Path((group, name, action)): Path<(String, String, String)>,
+) -> Result<Json<Changed>, ApiError> {
+    pause_or_resume(&state, triggers::Target::Trigger(&group, &name), &action).await
+}
+
+/// Pauses or resumes every trigger of a group (and those added to it while paused).
+#[utoipa::path(post, path = "/api/v1/trigger-groups/{group}/{action}", tag = "triggers",
+    params(("group" = String, Path), ("action" = String, Path, description = "pause or resume")),
+    responses((status = 200, body = Changed), (status = 404, body = ErrorBody)))]
+pub async fn group_action(
+    State(state): State<AppState>,
+    Path((group, action)): Path<(String, String)>,
+) -> Result<Json<Changed>, ApiError> {
+    pause_or_resume(&state, triggers::Target::Group(&group), &action).await
+}
+
+/// Pauses or resumes every trigger of a job.
+#[utoipa::path(post, path = "/api/v1/jobs/{group}/{name}/{action}", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path),
+           ("action" = String, Path, description = "pause or resume")),
+    responses((status = 200, body = Changed), (status = 404, body = ErrorBody)))]
+pub async fn job_action(
+    State(state): State<AppState>,
+    Path((group, name, action)): Path<(String, String, String)>,
+) -> Result<Json<Changed>, ApiError> {
+    pause_or_resume(&state, triggers::Target::Job(&group, &name), &action).await
+}

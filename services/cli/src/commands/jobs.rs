@@ -24,13 +24,40 @@ pub enum JobCommand {
         json: bool,
     },
     /// Shows a job (as JSON).
-    Show {
-        /// The job's name.
-        name: String,
-        /// Its group.
-        #[arg(long, default_value = "default")]
-        group: String,
+    Show(Named),
+    /// Pauses every trigger of the job.
+    Pause(Named),
+    /// Resumes the job's triggers.
+    Resume(Named),
+    /// Deletes the job and its triggers (its tasks stay).
+    Delete(Named),
+    /// Runs the job now; prints the task id.
+    Run {
+        #[command(flatten)]
+        job: Named,
+        /// Data added to the job's, as JSON.
+        #[arg(long)]
+        data: Option<String>,
+        /// The data time (RFC 3339; default now).
+        #[arg(long)]
+        data_time: Option<jiff::Timestamp>,
     },
+}
+
+/// A job or trigger by name (and group).
+#[derive(Debug, Args)]
+pub struct Named {
+    /// Its name.
+    name: String,
+    /// Its group.
+    #[arg(long, default_value = "default")]
+    group: String,
+}
+
+impl Named {
+    fn path(&self, collection: &str) -> String {
+        format!("/api/v1/{collection}/{}/{}", self.group, self.name)
+    }
 }
 
 /// `chime job create NAME --kind shell -- CMD …`
@@ -80,14 +107,27 @@ pub enum TriggerCommand {
     },
     /// Shows a trigger and its next fire times.
     Show {
-        /// The trigger's name.
-        name: String,
-        /// Its group.
-        #[arg(long, default_value = "default")]
-        group: String,
+        #[command(flatten)]
+        trigger: Named,
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Pauses a trigger.
+    Pause(Named),
+    /// Resumes a trigger.
+    Resume(Named),
+    /// Deletes a trigger.
+    Delete(Named),
+    /// Pauses every trigger of a group, and those added to it while paused.
+    PauseGroup {
+        /// The group.
+        group: String,
+    },
+    /// Resumes a trigger group.
+    ResumeGroup {
+        /// The group.
+        group: String,
     },
 }
 
@@ -200,9 +240,29 @@ pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
                 &rows,
             );
         }
-        JobCommand::Show { name, group } => {
-            let job: JobView = client.get(&format!("/api/v1/jobs/{group}/{name}")).await?;
+        JobCommand::Show(job) => {
+            let job: JobView = client.get(&job.path("jobs")).await?;
             println!("{}", serde_json::to_string_pretty(&job)?);
+        }
+        JobCommand::Pause(job) => changed(client, &format!("{}/pause", job.path("jobs"))).await?,
+        JobCommand::Resume(job) => changed(client, &format!("{}/resume", job.path("jobs"))).await?,
+        JobCommand::Delete(job) => client.delete(&job.path("jobs")).await?,
+        JobCommand::Run {
+            job,
+            data,
+            data_time,
+        } => {
+            let data: serde_json::Value = match data {
+                Some(data) => json_arg("--data", &data)?,
+                None => json!({}),
+            };
+            let (_, run): (_, serde_json::Value) = client
+                .post(
+                    &format!("{}/run", job.path("jobs")),
+                    &json!({ "data": data, "data_time": data_time }),
+                )
+                .await?;
+            println!("{}", run["task_id"].as_str().unwrap_or_default());
         }
     }
     Ok(())
@@ -269,10 +329,21 @@ pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> 
                 &rows,
             );
         }
-        TriggerCommand::Show { name, group, json } => {
-            let t: TriggerView = client
-                .get(&format!("/api/v1/triggers/{group}/{name}"))
-                .await?;
+        TriggerCommand::Pause(t) => {
+            changed(client, &format!("{}/pause", t.path("triggers"))).await?
+        }
+        TriggerCommand::Resume(t) => {
+            changed(client, &format!("{}/resume", t.path("triggers"))).await?
+        }
+        TriggerCommand::Delete(t) => client.delete(&t.path("triggers")).await?,
+        TriggerCommand::PauseGroup { group } => {
+            changed(client, &format!("/api/v1/trigger-groups/{group}/pause")).await?
+        }
+        TriggerCommand::ResumeGroup { group } => {
+            changed(client, &format!("/api/v1/trigger-groups/{group}/resume")).await?
+        }
+        TriggerCommand::Show { trigger, json } => {
+            let t: TriggerView = client.get(&trigger.path("triggers")).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&t)?);
                 return Ok(());
@@ -292,6 +363,13 @@ pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> 
             }
         }
     }
+    Ok(())
+}
+
+/// A pause or resume; prints how many triggers changed.
+async fn changed(client: &ApiClient, path: &str) -> Result<()> {
+    let (_, answer): (_, serde_json::Value) = client.post(path, &json!({})).await?;
+    println!("{} trigger(s) changed", answer["triggers"]);
     Ok(())
 }
 
