@@ -365,16 +365,28 @@ async fn advance_triggers(
     Ok(())
 }
 
-/// How long until the earliest waiting trigger is due (None: none is).
-pub async fn until_next_due(store: &Store) -> Result<Option<Duration>, StoreError> {
-    let seconds: Option<f64> = sqlx::query_scalar(
-        "SELECT EXTRACT(EPOCH FROM (min(next_fire_time) - now()))::float8
-         FROM triggers WHERE state = 'waiting'",
+/// How long until there is work: the earliest waiting trigger entering the lookahead window, or
+/// the earliest retry coming due (None: neither exists).
+pub async fn until_next_work(
+    store: &Store,
+    lookahead: Duration,
+) -> Result<Option<Duration>, StoreError> {
+    let (trigger, retry): (Option<f64>, Option<f64>) = sqlx::query_as(
+        "SELECT EXTRACT(EPOCH FROM ((SELECT min(next_fire_time) FROM triggers
+                                     WHERE state = 'waiting') - now()))::float8,
+                EXTRACT(EPOCH FROM ((SELECT min(next_attempt_at) FROM tasks
+                                     WHERE status = 'retrying') - now()))::float8",
     )
     .fetch_one(store.pool())
     .await
-    .map_err(|e| db("finding the next due trigger", e))?;
-    Ok(seconds.map(|s| Duration::from_secs_f64(s.max(0.0))))
+    .map_err(|e| db("finding the next work", e))?;
+    let trigger = trigger.map(|s| (s - lookahead.as_secs_f64()).max(0.0));
+    let retry = retry.map(|s| s.max(0.0));
+    Ok(match (trigger, retry) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+    .map(Duration::from_secs_f64))
 }
 
 fn db(context: &'static str, source: sqlx::Error) -> StoreError {

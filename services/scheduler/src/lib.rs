@@ -1,8 +1,9 @@
 //! chime-scheduler: the trigger-firing service. Any number of instances, no leader.
 //!
 //! - [`fire`]: where triggers are fired (one transaction per round);
-//! - this file: an instance's lifetime — register, check in, fire in a loop woken by the nearest
-//!   due trigger, a NOTIFY (a trigger created or resumed) or the poll backstop, and leave.
+//! - this file: an instance's lifetime — register, check in, fire (and release due retries) in a
+//!   loop woken by the nearest due trigger, a NOTIFY (a trigger created or resumed) or the poll
+//!   backstop, and leave.
 
 pub mod fire;
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 use chime_core::Node;
 use chime_core::bus::Topology;
 use chime_core::node::hostname;
-use chime_core::store::{Store, StoreError};
+use chime_core::store::{Store, StoreError, task_lifecycle};
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -99,6 +100,15 @@ async fn firing_loop(
     let mut listener = listen(store).await;
     while !shutdown.is_cancelled() {
         let started = std::time::Instant::now();
+        // Retries whose time has come go out like one-shot fires, through the outbox.
+        match task_lifecycle::release_due_retries(store, topology, settings.firing.batch).await {
+            Ok(0) => {}
+            Ok(released) => {
+                metrics::counter!("chime_scheduler_retries_released_total")
+                    .increment(released as u64);
+            }
+            Err(error) => warn!(%error, "releasing retries failed"),
+        }
         match fire::fire_due(store, topology, instance_id, &settings.firing).await {
             Ok(round) => {
                 metrics::counter!("chime_scheduler_fires_total").increment(round.fired);
@@ -119,11 +129,10 @@ async fn firing_loop(
                 continue;
             }
         }
-        // Sleep until the next trigger enters the lookahead window, a NOTIFY, or the poll.
-        let sleep = match fire::until_next_due(store).await {
-            Ok(Some(until)) => until
-                .saturating_sub(settings.firing.lookahead)
-                .min(settings.poll),
+        // Sleep until the next trigger enters the lookahead window or a retry is due, a NOTIFY,
+        // or the poll.
+        let sleep = match fire::until_next_work(store, settings.firing.lookahead).await {
+            Ok(Some(until)) => until.min(settings.poll),
             Ok(None) => settings.poll,
             Err(error) => {
                 warn!(%error, "cannot find the next due trigger");

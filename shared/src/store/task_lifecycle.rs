@@ -451,3 +451,83 @@ pub async fn run_job_now(
     .context("running the job")?;
     Ok(message.task_id)
 }
+
+/// `retrying → ready` for tasks whose `next_attempt_at` has come: the next attempt's message goes
+/// to the outbox in the same transaction (delayed redelivery lives here, not in the broker).
+/// Returns how many were released.
+pub async fn release_due_retries(
+    store: &Store,
+    topology: &Topology,
+    limit: i64,
+) -> Result<usize, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Released {
+        id: Uuid,
+        attempt: i32,
+        kind: String,
+        spec: Json<serde_json::Value>,
+        worker_group: String,
+        data: Json<serde_json::Value>,
+        data_time: Option<jiff_sqlx::Timestamp>,
+        timeout_ms: Option<i64>,
+        execute_user: Option<String>,
+    }
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let released: Vec<Released> = sqlx::query_as(
+        r#"
+        UPDATE tasks t
+        SET status = 'ready', attempt = t.attempt + 1, ready_at = now(), next_attempt_at = NULL,
+            worker_id = NULL, started_at = NULL
+        FROM (
+            SELECT id FROM tasks
+            WHERE status = 'retrying' AND next_attempt_at <= now()
+            ORDER BY next_attempt_at
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ) due
+        WHERE t.id = due.id
+        RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+                  t.timeout_ms, t.execute_user
+        "#,
+    )
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await
+    .context("releasing due retries")?;
+    if !released.is_empty() {
+        let groups: Vec<&str> = released.iter().map(|r| r.worker_group.as_str()).collect();
+        let messages: Vec<Json<TaskMessage>> = released
+            .iter()
+            .map(|r| {
+                Json(TaskMessage {
+                    v: MESSAGE_VERSION,
+                    task_id: r.id,
+                    attempt: r.attempt,
+                    kind: r.kind.clone(),
+                    group: r.worker_group.clone(),
+                    spec: r.spec.0.clone(),
+                    data: r.data.0.clone(),
+                    data_time: r.data_time.map(|t| t.to_jiff()),
+                    timeout_ms: r.timeout_ms,
+                    execute_user: r.execute_user.clone(),
+                })
+            })
+            .collect();
+        sqlx::query(
+            "INSERT INTO outbox (exchange, routing_key, body)
+             SELECT $1, g, b FROM UNNEST($2::text[], $3::jsonb[]) AS u(g, b)",
+        )
+        .bind(topology.tasks_exchange())
+        .bind(&groups)
+        .bind(&messages)
+        .execute(&mut *tx)
+        .await
+        .context("publishing released retries")?;
+    }
+    tx.commit().await.context("committing released retries")?;
+    Ok(released.len())
+}

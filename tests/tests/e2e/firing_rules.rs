@@ -367,3 +367,35 @@ async fn a_non_concurrent_job_holds_fires_while_a_task_runs() -> Result<()> {
     }
     env.cleanup().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retrying_task_is_released_as_its_next_attempt() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
+    let submitted = chime_core::store::task_lifecycle::submit(
+        &env.store,
+        &topology,
+        chime_core::model::NewTask {
+            kind: "noop".into(),
+            ..Default::default()
+        },
+    )
+    .await?;
+    // As a worker leaves a failed attempt with budget left (the worker side is issue 5's).
+    sqlx::query(
+        "UPDATE tasks SET status = 'retrying', failures = 1,
+                next_attempt_at = now() + interval '1 second' WHERE id = $1",
+    )
+    .bind(submitted.id)
+    .execute(env.store.pool())
+    .await?;
+    env.start(Services::ALL).await?;
+    let task = env
+        .wait_status(submitted.id, chime_core::model::TaskStatus::Succeeded)
+        .await?;
+    // Attempt 1's message was dropped (the task was not ready for it); attempt 2 ran.
+    assert_eq!(task.attempt, 2);
+    assert_eq!(task.attempts.len(), 1);
+    assert_eq!(task.attempts[0].attempt, 2);
+    env.cleanup().await
+}
