@@ -2,4 +2,5 @@
 //! machine-readable line of figures; none ever fails on time.
 
 pub mod fire;
+pub mod lag;
 pub mod schedule;

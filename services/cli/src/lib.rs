@@ -123,6 +123,18 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         schedulers: usize,
     },
+    /// Fires at known times: lateness p50/p99/max of publish versus scheduled time.
+    Lag {
+        /// Fires per second.
+        #[arg(long, default_value_t = 1000)]
+        rate: i64,
+        /// Seconds of load.
+        #[arg(long, default_value_t = 10)]
+        seconds: i64,
+        /// How many scheduler instances.
+        #[arg(long, default_value_t = 2)]
+        schedulers: usize,
+    },
     /// Next-fire computations per second on one core.
     Schedule {
         /// How long to run.
@@ -268,6 +280,18 @@ async fn run(cli: Cli) -> Result<()> {
             let figures = chime_bench::fire::run(&settings(global, None)?, triggers, schedulers)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", figures.line());
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Lag {
+            rate,
+            seconds,
+            schedulers,
+        }) => {
+            let figures =
+                chime_bench::lag::run(&settings(global, None)?, rate, seconds, schedulers)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", figures.line());
             Ok(())
         }

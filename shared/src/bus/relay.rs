@@ -1,7 +1,8 @@
 //! The outbox relay: publishes the outbox's unsent rows with confirms and marks them sent.
 //!
 //! ```text
-//!   claim due rows (lease) ──▶ publish all, pipelined ──▶ await confirms ──▶ mark sent
+//!   claim rows due within 50 ms (lease) ──▶ publish each at its time, pipelined
+//!          ──▶ await confirms ──▶ mark sent
 //!          ▲                                                    │ nack / broker gone
 //!          └── NOTIFY <schema>.outbox, or the poll backstop ◀── release the lease
 //! ```
@@ -13,7 +14,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection};
@@ -30,6 +32,9 @@ use crate::store::{Store, StoreError};
 const BATCH: i64 = 2000;
 /// How long a claim protects rows from other relays.
 const LEASE: Duration = Duration::from_secs(30);
+/// Rows due this soon are claimed now and published at their time. Short, because a message
+/// committed meanwhile (an ad-hoc task) waits behind the held ones at most this long.
+const AHEAD: Duration = Duration::from_millis(50);
 /// The backstop when no NOTIFY arrives.
 const POLL: Duration = Duration::from_secs(1);
 /// How long published rows are kept as history.
@@ -133,7 +138,7 @@ impl OutboxRelay {
     /// is found by the next scan.
     async fn wait_for_work(&self, listener: &mut Option<PgListener>, shutdown: &CancellationToken) {
         let sleep = match outbox::until_next_due(&self.store).await {
-            Ok(Some(until)) => until.min(POLL),
+            Ok(Some(until)) => until.saturating_sub(AHEAD).min(POLL),
             Ok(None) => POLL,
             Err(error) => {
                 debug!(%error, "cannot find the next due outbox row");
@@ -171,7 +176,12 @@ impl OutboxRelay {
         channel: &Channel,
         declared_groups: &mut HashSet<String>,
     ) -> Result<Round, StoreError> {
-        let batch = outbox::claim_due(&self.store, BATCH, LEASE).await?;
+        let mut batch = outbox::claim_due(&self.store, BATCH, LEASE, AHEAD).await?;
+        batch.sort_by(|a, b| {
+            a.wait_seconds
+                .total_cmp(&b.wait_seconds)
+                .then(a.id.cmp(&b.id))
+        });
         if batch.is_empty() {
             return Ok(Round::Published(0));
         }
@@ -222,24 +232,85 @@ async fn declare_groups(
     Ok(())
 }
 
-/// Publishes every message before waiting for any confirm. Task messages are mandatory (a task
-/// that reaches no queue would be lost); events and commands may have no listener. Returns the ids confirmed, the ids to
+/// Publishes every message (each at its time) before waiting for any confirm, and notes when
+/// each was confirmed, on the database's clock. Task messages are mandatory (a task that reaches
+/// no queue would be lost); events and commands may have no listener. Returns the ids confirmed, the ids to
 /// retry, and the channel error that ended the batch, if one did.
+/// What became of a batch: rows confirmed (with when), rows to retry, and the channel error that
+/// ended it, if one did.
+#[derive(Default)]
+struct Outcomes {
+    published: Vec<(i64, jiff::Timestamp)>,
+    failed: Vec<i64>,
+    broker_error: Option<BusError>,
+}
+
+impl Outcomes {
+    /// Notes a confirm as it arrives, stamped on the database's clock (the claim's `now()` plus
+    /// the time since).
+    fn record(
+        &mut self,
+        claimed_at: tokio::time::Instant,
+        message: &OutboxMessage,
+        outcome: Result<(), BusError>,
+    ) {
+        match outcome {
+            Ok(()) => {
+                let elapsed =
+                    jiff::SignedDuration::try_from(claimed_at.elapsed()).unwrap_or_default();
+                let claimed = message.claimed_at.to_jiff();
+                let at = claimed.saturating_add(elapsed).unwrap_or(claimed);
+                self.published.push((message.id, at));
+            }
+            // Unroutable rows cannot be fixed by retrying at once, but they can be by a later
+            // declaration; keep them and say so.
+            Err(BusError::Unroutable {
+                exchange,
+                routing_key,
+            }) => {
+                warn!(id = message.id, %exchange, %routing_key, "outbox message unroutable; will retry");
+                self.failed.push(message.id);
+            }
+            Err(BusError::Nacked) => self.failed.push(message.id),
+            Err(error @ BusError::Amqp(_)) => {
+                self.failed.push(message.id);
+                self.broker_error.get_or_insert(error);
+            }
+        }
+    }
+}
+
+/// Publishes every message (each at its time) without waiting for confirms in between; confirms
+/// are noted as they arrive, also while later messages wait for their time. Task messages are
+/// mandatory (a task that reaches no queue would be lost); events and commands may have no
+/// listener.
 async fn publish_batch(
     channel: &Channel,
     topology: &Topology,
     batch: &[OutboxMessage],
-) -> (Vec<i64>, Vec<i64>, Option<BusError>) {
-    let mut pending = Vec::with_capacity(batch.len());
-    let mut failed = Vec::new();
-    let mut broker_error = None;
+) -> (Vec<(i64, jiff::Timestamp)>, Vec<i64>, Option<BusError>) {
+    let mut outcomes = Outcomes::default();
     let tasks_exchange = topology.tasks_exchange();
+    let claimed_at = tokio::time::Instant::now();
+    let mut confirms = FuturesUnordered::new();
     for message in batch {
-        if broker_error.is_some() {
-            failed.push(message.id);
+        if outcomes.broker_error.is_some() {
+            outcomes.failed.push(message.id);
             continue;
         }
-        let published = channel
+        // A message held for its time (a trigger fire) goes out at that time, not before.
+        if message.wait_seconds > 0.0 {
+            let due = claimed_at + Duration::from_secs_f64(message.wait_seconds);
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due) => break,
+                    Some((done, outcome)) = confirms.next() => {
+                        outcomes.record(claimed_at, done, outcome);
+                    }
+                }
+            }
+        }
+        let sent = channel
             .basic_publish(
                 message.exchange.as_str().into(),
                 message.routing_key.as_str().into(),
@@ -251,45 +322,26 @@ async fn publish_batch(
                 message_properties(headers(message)),
             )
             .await;
-        match published {
-            Ok(confirm) => pending.push((message, confirm)),
+        match sent {
+            Ok(confirm) => confirms.push(async move {
+                let outcome = match confirm.await {
+                    Ok(confirmation) => {
+                        check_confirmation(confirmation, &message.exchange, &message.routing_key)
+                    }
+                    Err(error) => Err(BusError::from(error)),
+                };
+                (message, outcome)
+            }),
             Err(error) => {
-                failed.push(message.id);
-                broker_error = Some(BusError::from(error));
+                outcomes.failed.push(message.id);
+                outcomes.broker_error = Some(BusError::from(error));
             }
         }
     }
-    let confirms = join_all(pending.into_iter().map(|(message, confirm)| async move {
-        let outcome = match confirm.await {
-            Ok(confirmation) => {
-                check_confirmation(confirmation, &message.exchange, &message.routing_key)
-            }
-            Err(error) => Err(BusError::from(error)),
-        };
-        (message, outcome)
-    }))
-    .await;
-    let mut published = Vec::with_capacity(confirms.len());
-    for (message, outcome) in confirms {
-        match outcome {
-            Ok(()) => published.push(message.id),
-            // Unroutable rows cannot be fixed by retrying at once, but they can be by a later
-            // declaration; keep them and say so.
-            Err(BusError::Unroutable {
-                exchange,
-                routing_key,
-            }) => {
-                warn!(id = message.id, %exchange, %routing_key, "outbox message unroutable; will retry");
-                failed.push(message.id);
-            }
-            Err(BusError::Nacked) => failed.push(message.id),
-            Err(error @ BusError::Amqp(_)) => {
-                failed.push(message.id);
-                broker_error.get_or_insert(error);
-            }
-        }
+    while let Some((done, outcome)) = confirms.next().await {
+        outcomes.record(claimed_at, done, outcome);
     }
-    (published, failed, broker_error)
+    (outcomes.published, outcomes.failed, outcomes.broker_error)
 }
 
 fn headers(message: &OutboxMessage) -> FieldTable {

@@ -22,47 +22,65 @@ pub struct OutboxMessage {
     pub body: String,
     /// AMQP headers (string values).
     pub headers: Json<serde_json::Map<String, serde_json::Value>>,
+    /// Seconds from the claim until the row may be published (0 when due).
+    pub wait_seconds: f64,
+    /// The database's clock at the claim (so publish times can be stated on that clock).
+    pub claimed_at: jiff_sqlx::Timestamp,
 }
 
-/// Claims up to `limit` due, unsent rows for `lease`, oldest first, skipping rows another relay
-/// holds. A relay that dies loses its lease and the rows are claimed again.
+/// Claims up to `limit` unsent rows due within `ahead`, earliest first, for `lease`, skipping
+/// rows another relay holds. A relay that dies loses its lease and the rows are claimed again.
+/// Claiming a little ahead lets the relay publish each row at its time, not one round trip late.
 pub async fn claim_due(
     store: &Store,
     limit: i64,
     lease: Duration,
+    ahead: Duration,
 ) -> Result<Vec<OutboxMessage>, StoreError> {
     sqlx::query_as(
         r#"
         UPDATE outbox o SET claimed_until = now() + make_interval(secs => $2)
         FROM (
             SELECT id FROM outbox
-            WHERE published_at IS NULL AND publish_at <= now()
+            WHERE published_at IS NULL AND publish_at <= now() + make_interval(secs => $3)
               AND (claimed_until IS NULL OR claimed_until < now())
             ORDER BY publish_at, id
             LIMIT $1
             FOR UPDATE SKIP LOCKED
         ) due
         WHERE o.id = due.id
-        RETURNING o.id, o.exchange, o.routing_key, o.body::text AS body, o.headers
+        RETURNING o.id, o.exchange, o.routing_key, o.body::text AS body, o.headers,
+                  greatest(EXTRACT(EPOCH FROM o.publish_at - now())::float8, 0) AS wait_seconds,
+                  now() AS claimed_at
         "#,
     )
     .bind(limit)
     .bind(lease.as_secs_f64())
+    .bind(ahead.as_secs_f64())
     .fetch_all(store.pool())
     .await
     .context("claiming outbox rows")
 }
 
-/// Marks rows published after the broker confirmed them.
-pub async fn mark_published(store: &Store, ids: &[i64]) -> Result<(), StoreError> {
-    if ids.is_empty() {
+/// Marks rows published, each at the time the broker confirmed it.
+pub async fn mark_published(
+    store: &Store,
+    published: &[(i64, jiff::Timestamp)],
+) -> Result<(), StoreError> {
+    if published.is_empty() {
         return Ok(());
     }
-    sqlx::query("UPDATE outbox SET published_at = now() WHERE id = ANY($1)")
-        .bind(ids)
-        .execute(store.pool())
-        .await
-        .context("marking outbox rows published")?;
+    let ids: Vec<i64> = published.iter().map(|(id, _)| *id).collect();
+    let times: Vec<jiff_sqlx::Timestamp> = published.iter().map(|(_, t)| (*t).into()).collect();
+    sqlx::query(
+        "UPDATE outbox o SET published_at = u.at
+         FROM UNNEST($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE o.id = u.id",
+    )
+    .bind(&ids)
+    .bind(&times)
+    .execute(store.pool())
+    .await
+    .context("marking outbox rows published")?;
     Ok(())
 }
 
