@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use chime_core::config::Settings;
-use chime_core::{Node, Store};
-use chime_scheduler::SchedulerSettings;
-use tokio_util::sync::CancellationToken;
+
+use crate::installation::{BenchResult, Installation};
 
 /// What one run measured.
 #[derive(Debug, Clone, Copy)]
@@ -36,28 +35,9 @@ impl Figures {
 
 /// Runs the benchmark in its own database (`<database>_bench_fire`) and AMQP prefix, which it
 /// drops and recreates.
-pub async fn run(
-    settings: &Settings,
-    triggers: i64,
-    schedulers: usize,
-) -> Result<Figures, Box<dyn std::error::Error + Send + Sync>> {
-    let base = settings
-        .database_url
-        .rsplit_once('/')
-        .map_or(settings.database_url.as_str(), |(server, _)| server);
-    let database = "chime_bench_fire";
-    let admin = sqlx::PgPool::connect(&format!("{base}/postgres")).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await?;
-    let settings = Settings {
-        database_url: format!("{base}/{database}"),
-        prefix: "chime-bench-fire".into(),
-        ..settings.clone()
-    };
-    let store = Store::connect(&settings.database_url, 4).await?;
+pub async fn run(settings: &Settings, triggers: i64, schedulers: usize) -> BenchResult<Figures> {
+    let mut installation = Installation::create(settings, "fire").await?;
+    let store = installation.store.clone();
     // Far in the future at first: the instances start idle.
     sqlx::query(
         r#"
@@ -77,16 +57,7 @@ pub async fn run(
     sqlx::query("VACUUM ANALYZE triggers")
         .execute(store.pool())
         .await?;
-    let shutdown = CancellationToken::new();
-    let mut nodes = Vec::new();
-    for _ in 0..schedulers {
-        let node = std::sync::Arc::new(Node::start(settings.clone(), "bench").await?);
-        let (n, stop) = (node.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let _ = chime_scheduler::run(&n, SchedulerSettings::default(), stop).await;
-        });
-        nodes.push(node);
-    }
+    installation.start_schedulers(schedulers).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     // All due at once, now; NOTIFY wakes the instances (as a trigger created or resumed does).
     let mut tx = store.pool().begin().await?;
@@ -104,31 +75,15 @@ pub async fn run(
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    let last_published: f64 = loop {
-        let (published, last): (i64, Option<f64>) = sqlx::query_as(
-            "SELECT count(*), EXTRACT(EPOCH FROM max(published_at))::float8
-             FROM outbox WHERE published_at IS NOT NULL AND exchange LIKE '%.tasks'",
-        )
-        .fetch_one(store.pool())
-        .await?;
-        if published >= triggers {
-            break last.unwrap_or(due);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    shutdown.cancel();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    for node in nodes {
-        if let Ok(node) = std::sync::Arc::try_unwrap(node) {
-            node.stopped().await;
-        }
-    }
-    store.close().await;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-    )))
-    .execute(&admin)
+    installation.wait_published(triggers).await?;
+    let last_published: Option<f64> = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM max(published_at))::float8 FROM outbox
+         WHERE exchange LIKE '%.tasks'",
+    )
+    .fetch_one(store.pool())
     .await?;
+    let last_published = last_published.unwrap_or(due);
+    installation.finish().await?;
     Ok(Figures {
         triggers,
         schedulers,

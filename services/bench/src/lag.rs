@@ -2,12 +2,9 @@
 //! known times (one-shot triggers spread evenly); lateness of each task message's publish
 //! (broker confirm, then marked in PostgreSQL) against its scheduled time: p50, p99, max.
 
-use std::time::Duration;
-
 use chime_core::config::Settings;
-use chime_core::{Node, Store};
-use chime_scheduler::SchedulerSettings;
-use tokio_util::sync::CancellationToken;
+
+use crate::installation::{BenchResult, Installation};
 
 /// What one run measured.
 #[derive(Debug, Clone, Copy)]
@@ -48,24 +45,9 @@ pub async fn run(
     rate: i64,
     seconds: i64,
     schedulers: usize,
-) -> Result<Figures, Box<dyn std::error::Error + Send + Sync>> {
-    let base = settings
-        .database_url
-        .rsplit_once('/')
-        .map_or(settings.database_url.as_str(), |(server, _)| server);
-    let database = "chime_bench_lag";
-    let admin = sqlx::PgPool::connect(&format!("{base}/postgres")).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await?;
-    let settings = Settings {
-        database_url: format!("{base}/{database}"),
-        prefix: "chime-bench-lag".into(),
-        ..settings.clone()
-    };
-    let store = Store::connect(&settings.database_url, 4).await?;
+) -> BenchResult<Figures> {
+    let mut installation = Installation::create(settings, "lag").await?;
+    let store = installation.store.clone();
     let fires = rate * seconds;
     // Evenly spread, starting a few seconds ahead.
     sqlx::query(
@@ -89,27 +71,8 @@ pub async fn run(
     sqlx::query("VACUUM ANALYZE triggers")
         .execute(store.pool())
         .await?;
-    let shutdown = CancellationToken::new();
-    let mut nodes = Vec::new();
-    for _ in 0..schedulers {
-        let node = std::sync::Arc::new(Node::start(settings.clone(), "bench").await?);
-        let (n, stop) = (node.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let _ = chime_scheduler::run(&n, SchedulerSettings::default(), stop).await;
-        });
-        nodes.push(node);
-    }
-    loop {
-        let published: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL AND exchange LIKE '%.tasks'",
-        )
-        .fetch_one(store.pool())
-        .await?;
-        if published >= fires {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    installation.start_schedulers(schedulers).await?;
+    installation.wait_published(fires).await?;
     let (p50, p99, max): (f64, f64, f64) = sqlx::query_as(
         "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lateness),
                 percentile_cont(0.99) WITHIN GROUP (ORDER BY lateness),
@@ -119,19 +82,7 @@ pub async fn run(
     )
     .fetch_one(store.pool())
     .await?;
-    shutdown.cancel();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    for node in nodes {
-        if let Ok(node) = std::sync::Arc::try_unwrap(node) {
-            node.stopped().await;
-        }
-    }
-    store.close().await;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await?;
+    installation.finish().await?;
     Ok(Figures {
         rate,
         seconds,

@@ -2,5 +2,7 @@
 //! machine-readable line of figures; none ever fails on time.
 
 pub mod fire;
+pub mod installation;
 pub mod lag;
+pub mod pickup;
 pub mod schedule;

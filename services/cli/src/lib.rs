@@ -135,6 +135,15 @@ enum BenchCommand {
         #[arg(long, default_value_t = 2)]
         schedulers: usize,
     },
+    /// An idle cluster: time from creating a due trigger to its task's publish.
+    Pickup {
+        /// How many triggers, one at a time.
+        #[arg(long, default_value_t = 20)]
+        count: i64,
+        /// How many scheduler instances.
+        #[arg(long, default_value_t = 2)]
+        schedulers: usize,
+    },
     /// Next-fire computations per second on one core.
     Schedule {
         /// How long to run.
@@ -292,6 +301,13 @@ async fn run(cli: Cli) -> Result<()> {
                 chime_bench::lag::run(&settings(global, None)?, rate, seconds, schedulers)
                     .await
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", figures.line());
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Pickup { count, schedulers }) => {
+            let figures = chime_bench::pickup::run(&settings(global, None)?, count, schedulers)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", figures.line());
             Ok(())
         }

@@ -1,0 +1,103 @@
+//! A throw-away installation for a benchmark: its own database (dropped and recreated) and AMQP
+//! prefix, and K scheduler instances in this process.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chime_core::config::Settings;
+use chime_core::{Node, Store};
+use chime_scheduler::SchedulerSettings;
+use tokio_util::sync::CancellationToken;
+
+/// The benchmark's result type: any failure ends it with its message.
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// A benchmark's database and scheduler instances.
+pub struct Installation {
+    /// A store on the benchmark's database.
+    pub store: Store,
+    settings: Settings,
+    admin: sqlx::PgPool,
+    database: String,
+    nodes: Vec<Arc<Node>>,
+    shutdown: CancellationToken,
+}
+
+impl Installation {
+    /// Creates (or recreates) database `chime_bench_<name>`, migrated.
+    pub async fn create(settings: &Settings, name: &str) -> BenchResult<Self> {
+        let base = settings
+            .database_url
+            .rsplit_once('/')
+            .map_or(settings.database_url.as_str(), |(server, _)| server);
+        let database = format!("chime_bench_{name}");
+        let admin = sqlx::PgPool::connect(&format!("{base}/postgres")).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+        )))
+        .execute(&admin)
+        .await?;
+        let settings = Settings {
+            database_url: format!("{base}/{database}"),
+            prefix: format!("chime-bench-{name}"),
+            ..settings.clone()
+        };
+        let store = Store::connect(&settings.database_url, 4).await?;
+        Ok(Self {
+            store,
+            settings,
+            admin,
+            database,
+            nodes: Vec::new(),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    /// Starts `count` scheduler instances, each on its own node (pool, broker, relay).
+    pub async fn start_schedulers(&mut self, count: usize) -> BenchResult<()> {
+        for _ in 0..count {
+            let node = Arc::new(Node::start(self.settings.clone(), "bench").await?);
+            let (n, stop) = (node.clone(), self.shutdown.clone());
+            tokio::spawn(async move {
+                let _ = chime_scheduler::run(&n, SchedulerSettings::default(), stop).await;
+            });
+            self.nodes.push(node);
+        }
+        Ok(())
+    }
+
+    /// Waits until `count` task messages are published (confirmed).
+    pub async fn wait_published(&self, count: i64) -> BenchResult<()> {
+        loop {
+            let published: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM outbox
+                 WHERE published_at IS NOT NULL AND exchange LIKE '%.tasks'",
+            )
+            .fetch_one(self.store.pool())
+            .await?;
+            if published >= count {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops the instances and drops the database.
+    pub async fn finish(self) -> BenchResult<()> {
+        self.shutdown.cancel();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for node in self.nodes {
+            if let Ok(node) = Arc::try_unwrap(node) {
+                node.stopped().await;
+            }
+        }
+        self.store.close().await;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.database
+        )))
+        .execute(&self.admin)
+        .await?;
+        Ok(())
+    }
+}
