@@ -12,8 +12,7 @@ use std::time::Duration;
 use chime_core::Node;
 use chime_core::bus::Topology;
 use chime_core::node::hostname;
-use chime_core::store::{Store, StoreError, task_lifecycle};
-use sqlx::postgres::PgListener;
+use chime_core::store::{Store, StoreError, notify, task_lifecycle};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 use uuid::Uuid;
@@ -97,7 +96,7 @@ async fn firing_loop(
     settings: &SchedulerSettings,
     shutdown: &CancellationToken,
 ) {
-    let mut listener = listen(store).await;
+    let mut listener = notify::listen(store, &store.triggers_channel()).await;
     while !shutdown.is_cancelled() {
         let started = std::time::Instant::now();
         // Retries whose time has come go out like one-shot fires, through the outbox.
@@ -145,33 +144,7 @@ async fn firing_loop(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(sleep) => {}
-            notified = async {
-                match listener.as_mut() {
-                    Some(l) => l.recv().await.map(drop),
-                    None => std::future::pending().await,
-                }
-            } => {
-                if let Err(error) = notified {
-                    debug!(%error, "trigger listener interrupted");
-                }
-            }
-        }
-    }
-}
-
-async fn listen(store: &Store) -> Option<PgListener> {
-    let mut listener = match PgListener::connect_with(store.pool()).await {
-        Ok(listener) => listener,
-        Err(error) => {
-            warn!(%error, "cannot open a listener connection; polling only");
-            return None;
-        }
-    };
-    match listener.listen(&store.triggers_channel()).await {
-        Ok(()) => Some(listener),
-        Err(error) => {
-            warn!(%error, "LISTEN failed; polling only");
-            None
+            _ = notify::notified(&mut listener) => {}
         }
     }
 }

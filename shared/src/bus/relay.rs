@@ -25,6 +25,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use super::publish::{BusError, check_confirmation, message_properties};
 use super::{Broker, Topology};
+use crate::store::notify;
 use crate::store::outbox::{self, OutboxMessage};
 use crate::store::{Store, StoreError};
 
@@ -70,7 +71,7 @@ impl OutboxRelay {
     }
 
     async fn run_inner(self, shutdown: CancellationToken) {
-        let mut listener = self.listen().await;
+        let mut listener = notify::listen(&self.store, &self.store.outbox_channel()).await;
         let mut last_prune = Instant::now();
         'connection: while let Some(conn) = self.broker.connection(&shutdown).await {
             let channel = match confirm_channel(&conn).await {
@@ -116,23 +117,6 @@ impl OutboxRelay {
         let _ = listener;
     }
 
-    async fn listen(&self) -> Option<PgListener> {
-        let channel = self.store.outbox_channel();
-        match PgListener::connect_with(self.store.pool()).await {
-            Ok(mut listener) => match listener.listen(&channel).await {
-                Ok(()) => Some(listener),
-                Err(error) => {
-                    warn!(%error, "LISTEN failed; polling only");
-                    None
-                }
-            },
-            Err(error) => {
-                warn!(%error, "cannot open a listener connection; polling only");
-                None
-            }
-        }
-    }
-
     /// Sleeps until the earliest held row is due, a NOTIFY, the poll interval, or shutdown. A
     /// listener that lost its connection reconnects inside `recv`; whatever was missed meanwhile
     /// is found by the next scan.
@@ -151,16 +135,7 @@ impl OutboxRelay {
         tokio::select! {
             _ = shutdown.cancelled() => {}
             _ = tokio::time::sleep(sleep) => {}
-            notified = async {
-                match listener.as_mut() {
-                    Some(l) => l.recv().await.map(drop),
-                    None => std::future::pending().await,
-                }
-            } => {
-                if let Err(error) = notified {
-                    debug!(%error, "outbox listener interrupted");
-                }
-            }
+            _ = notify::notified(listener) => {}
         }
     }
 

@@ -5,6 +5,7 @@
 
 pub mod calendars;
 pub mod jobs;
+pub mod notify;
 pub mod outbox;
 pub mod task_lifecycle;
 pub mod tasks;
