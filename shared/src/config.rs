@@ -53,6 +53,21 @@ pub struct Settings {
     pub db_pool_size: u32,
     /// Worker settings (`[worker]` in chime.toml, `CHIME_WORKER__…` in the environment).
     pub worker: WorkerSettings,
+    /// Scheduler settings (`[scheduler]` in chime.toml, `CHIME_SCHEDULER__…`).
+    pub scheduler: SchedulerConfig,
+}
+
+/// Settings of a scheduler instance.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SchedulerConfig {
+    /// A fire later than this is misfired and follows its trigger's misfire policy.
+    pub misfire_threshold_ms: u64,
+    /// Triggers due this far ahead are fired early; their messages wait for their time.
+    pub lookahead_ms: u64,
+    /// Triggers acquired per round.
+    pub batch: i64,
+    /// How often an instance checks in; one silent for twice this long is dead.
+    pub checkin_interval_ms: u64,
 }
 
 /// Settings of a worker process.
@@ -110,6 +125,10 @@ impl Settings {
             .set_default("worker.concurrency", 16)?
             .set_default("worker.output_tail_bytes", 64 * 1024)?
             .set_default("worker.shutdown_grace_ms", 10_000)?
+            .set_default("scheduler.misfire_threshold_ms", 60_000)?
+            .set_default("scheduler.lookahead_ms", 1500)?
+            .set_default("scheduler.batch", 1000)?
+            .set_default("scheduler.checkin_interval_ms", 2000)?
             .add_source(
                 config::File::from(file)
                     .format(config::FileFormat::Toml)
@@ -169,6 +188,12 @@ impl Settings {
                 message: format!(
                     "{bad:?} must be 1-100 characters of letters, digits, '-', '_' or '.'"
                 ),
+            });
+        }
+        if self.scheduler.batch < 1 || self.scheduler.checkin_interval_ms == 0 {
+            return Err(ConfigError::Value {
+                key: "scheduler",
+                message: "batch and checkin_interval_ms must be at least 1".into(),
             });
         }
         if self.worker.concurrency == 0 {

@@ -30,6 +30,21 @@ pub struct SchedulerSettings {
     pub poll: Duration,
 }
 
+impl SchedulerSettings {
+    /// The settings a configuration gives.
+    pub fn from_config(config: &chime_core::config::SchedulerConfig) -> Self {
+        Self {
+            firing: FiringSettings {
+                lookahead: Duration::from_millis(config.lookahead_ms),
+                batch: config.batch,
+                misfire_threshold: Duration::from_millis(config.misfire_threshold_ms),
+            },
+            checkin_interval: Duration::from_millis(config.checkin_interval_ms),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for SchedulerSettings {
     fn default() -> Self {
         Self {

@@ -102,7 +102,8 @@ pub async fn run_until(
     if services.scheduler {
         let (node, stop, failed) = (node.clone(), shutdown.clone(), failed.clone());
         running.spawn(async move {
-            let settings = chime_scheduler::SchedulerSettings::default();
+            let settings =
+                chime_scheduler::SchedulerSettings::from_config(&node.settings.scheduler);
             if let Err(e) = chime_scheduler::run(&node, settings, stop).await {
                 error!(error = %e, "scheduler stopped");
                 failed.cancel();
