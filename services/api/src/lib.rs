@@ -82,6 +82,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .routes(routes!(
             routes::jobs::get_trigger,
+            routes::jobs::update_trigger,
             routes::jobs::delete_trigger
         ))
         .routes(routes!(

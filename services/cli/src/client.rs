@@ -56,6 +56,13 @@ impl ApiClient {
         self.send(self.request(Method::POST, path).json(body)).await
     }
 
+    /// PUT `body` to `path`; returns the JSON answer.
+    pub async fn put<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
+        self.send(self.request(Method::PUT, path).json(body))
+            .await
+            .map(|(_, body)| body)
+    }
+
     /// DELETE `path`.
     pub async fn delete(&self, path: &str) -> Result<()> {
         let response = self

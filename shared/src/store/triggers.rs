@@ -166,9 +166,21 @@ impl TriggerRow {
     }
 }
 
-/// Creates a trigger with its first fire time, after checking its job, calendar, schedule and
-/// misfire policy; wakes the schedulers. Nothing is written when any check fails.
-pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, StoreError> {
+/// A trigger checked against its job, calendar and schedule, with its first fire time.
+struct Prepared {
+    group: String,
+    job_id: i64,
+    schedule: Schedule,
+    policy: MisfirePolicy,
+    first: Timestamp,
+    data: serde_json::Value,
+}
+
+/// Checks a trigger inside `tx` (the database's clock is its "now"); writes nothing.
+async fn prepare(
+    tx: &mut sqlx::PgConnection,
+    trigger: &NewTrigger,
+) -> Result<Prepared, StoreError> {
     let group = trigger.group.clone().unwrap_or_else(|| "default".into());
     for (what, name) in [("trigger group", &group), ("trigger name", &trigger.name)] {
         if !is_valid_name(name) {
@@ -181,11 +193,6 @@ pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, S
         .job_group
         .clone()
         .unwrap_or_else(|| "default".into());
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
     let job_id: Option<i64> =
         sqlx::query_scalar("SELECT id FROM jobs WHERE group_name = $1 AND name = $2")
             .bind(&job_group)
@@ -228,6 +235,32 @@ pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, S
     } else {
         trigger.data.clone()
     };
+    Ok(Prepared {
+        group,
+        job_id,
+        schedule,
+        policy,
+        first,
+        data,
+    })
+}
+
+/// Creates a trigger with its first fire time, after checking its job, calendar, schedule and
+/// misfire policy; wakes the schedulers. Nothing is written when any check fails.
+pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, StoreError> {
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let Prepared {
+        group,
+        job_id,
+        schedule,
+        policy,
+        first,
+        data,
+    } = prepare(&mut tx, &trigger).await?;
     let inserted: Result<i64, sqlx::Error> = sqlx::query_scalar(
         "INSERT INTO triggers (group_name, name, job_id, description, schedule, calendar_name,
                                misfire_policy, priority, state, start_time, end_time,
@@ -264,6 +297,57 @@ pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, S
     wake_schedulers(&mut tx, store).await?;
     tx.commit().await.context("committing the trigger")?;
     get(store, &group, &trigger.name).await
+}
+
+/// Replaces a trigger's job, schedule, calendar, policy, priority and data (Quartz's
+/// rescheduleJob): it restarts from its new first fire time, fire count zero; its state is kept
+/// (a paused trigger stays paused). Nothing is written when any check fails.
+pub async fn update(
+    store: &Store,
+    group: &str,
+    name: &str,
+    trigger: NewTrigger,
+) -> Result<TriggerView, StoreError> {
+    let trigger = NewTrigger {
+        group: Some(group.to_string()),
+        name: name.to_string(),
+        ..trigger
+    };
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let prepared = prepare(&mut tx, &trigger).await?;
+    let updated = sqlx::query(
+        "UPDATE triggers SET job_id = $3, description = $4, schedule = $5, calendar_name = $6,
+                misfire_policy = $7, priority = $8, start_time = $9, end_time = $10,
+                next_fire_time = $11, prev_fire_time = NULL, times_triggered = 0, data = $12,
+                state = CASE WHEN state IN ('complete', 'error') THEN 'waiting' ELSE state END,
+                updated_at = now()
+         WHERE group_name = $1 AND name = $2",
+    )
+    .bind(group)
+    .bind(name)
+    .bind(prepared.job_id)
+    .bind(trigger.description.clone().unwrap_or_default())
+    .bind(Json(&trigger.schedule))
+    .bind(&trigger.calendar)
+    .bind(prepared.policy.as_str())
+    .bind(trigger.priority.unwrap_or(5))
+    .bind(jiff_sqlx::Timestamp::from(prepared.schedule.start))
+    .bind(prepared.schedule.end.map(jiff_sqlx::Timestamp::from))
+    .bind(jiff_sqlx::Timestamp::from(prepared.first))
+    .bind(Json(prepared.data))
+    .execute(&mut *tx)
+    .await
+    .context("updating the trigger")?;
+    if updated.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!("trigger {group}.{name}")));
+    }
+    wake_schedulers(&mut tx, store).await?;
+    tx.commit().await.context("committing the trigger")?;
+    get(store, group, name).await
 }
 
 /// Tells the schedulers that a trigger may be due sooner than they planned (a hint: they poll

@@ -202,3 +202,69 @@ async fn bad_jobs_triggers_and_calendars_are_refused_and_change_nothing() -> Res
     }
     env.cleanup().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_update_reschedules_it_and_a_bad_one_changes_nothing() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    assert!(
+        env.chime(&["job", "create", "j", "--kind", "noop"])
+            .await?
+            .status
+            .success()
+    );
+    let yearly = r#"{"kind":"cron","cron":"0 0 0 1 1 ?"}"#;
+    let created = env
+        .chime(&["trigger", "create", "t", "--job", "j", "--schedule", yearly])
+        .await?;
+    assert!(created.status.success(), "{created:?}");
+    let before = show(&env, "t").await?;
+    let every_minute = r#"{"kind":"cron","cron":"0 * * * * ?"}"#;
+    let updated = env
+        .chime(&[
+            "trigger",
+            "update",
+            "t",
+            "--job",
+            "j",
+            "--schedule",
+            every_minute,
+        ])
+        .await?;
+    assert!(updated.status.success(), "{updated:?}");
+    let after = show(&env, "t").await?;
+    assert_ne!(after["next_fire_time"], before["next_fire_time"]);
+    assert_eq!(after["schedule"]["cron"], "0 * * * * ?");
+    let bad = env
+        .chime(&[
+            "trigger",
+            "update",
+            "t",
+            "--job",
+            "j",
+            "--schedule",
+            r#"{"kind":"cron","cron":"0 61 * * * ?"}"#,
+        ])
+        .await?;
+    assert_error(&bad, "cron field 2 (minute): 61 is out of range 0-59");
+    assert_eq!(show(&env, "t").await?["schedule"]["cron"], "0 * * * * ?");
+    assert_error(
+        &env.chime(&[
+            "trigger",
+            "update",
+            "nope",
+            "--job",
+            "j",
+            "--schedule",
+            every_minute,
+        ])
+        .await?,
+        "not found",
+    );
+    env.cleanup().await
+}
+
+async fn show(env: &TestEnv, name: &str) -> Result<serde_json::Value> {
+    let out = env.chime(&["trigger", "show", name, "--json"]).await?;
+    Ok(serde_json::from_slice(&out.stdout)?)
+}

@@ -203,6 +203,20 @@ pub async fn delete_job(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Replaces a trigger's schedule, job, calendar and policy; it restarts from its new first fire.
+#[utoipa::path(put, path = "/api/v1/triggers/{group}/{name}", tag = "triggers",
+    params(("group" = String, Path), ("name" = String, Path)), request_body = NewTrigger,
+    responses((status = 200, body = TriggerView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn update_trigger(
+    State(state): State<AppState>,
+    Path((group, name)): Path<(String, String)>,
+    ApiJson(trigger): ApiJson<NewTrigger>,
+) -> Result<Json<TriggerView>, ApiError> {
+    Ok(Json(
+        triggers::update(&state.store, &group, &name, trigger).await?,
+    ))
+}
+
 /// Deletes a trigger.
 #[utoipa::path(delete, path = "/api/v1/triggers/{group}/{name}", tag = "triggers",
     params(("group" = String, Path), ("name" = String, Path)),

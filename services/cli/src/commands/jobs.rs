@@ -99,6 +99,8 @@ pub struct JobCreate {
 pub enum TriggerCommand {
     /// Creates a trigger.
     Create(TriggerCreate),
+    /// Replaces a trigger's schedule, job, calendar and policy.
+    Update(TriggerCreate),
     /// Lists triggers.
     List {
         /// Print JSON.
@@ -271,25 +273,19 @@ pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
 /// Runs a trigger verb.
 pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> {
     match command {
+        TriggerCommand::Update(args) => {
+            let group = args.group.clone().unwrap_or_else(|| "default".into());
+            let path = format!("/api/v1/triggers/{group}/{}", args.name);
+            let view: TriggerView = client.put(&path, &new_trigger(args)?).await?;
+            println!(
+                "{}.{} next fire {}",
+                view.group,
+                view.name,
+                time(view.next_fire_time)
+            );
+        }
         TriggerCommand::Create(args) => {
-            let misfire_policy = args
-                .misfire
-                .as_deref()
-                .map(str::parse::<MisfirePolicy>)
-                .transpose()
-                .map_err(|e| BadInput(e.to_string()))?;
-            let trigger = NewTrigger {
-                group: args.group,
-                name: args.name,
-                job_group: args.job_group,
-                job: args.job,
-                schedule: json_arg("--schedule", &args.schedule)?,
-                calendar: args.calendar,
-                misfire_policy,
-                priority: args.priority,
-                description: None,
-                data: serde_json::Value::Null,
-            };
+            let trigger = new_trigger(args)?;
             let (_, view): (_, TriggerView) = client.post("/api/v1/triggers", &trigger).await?;
             println!(
                 "{}.{} next fire {}",
@@ -364,6 +360,27 @@ pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> 
         }
     }
     Ok(())
+}
+
+fn new_trigger(args: TriggerCreate) -> Result<NewTrigger> {
+    let misfire_policy = args
+        .misfire
+        .as_deref()
+        .map(str::parse::<MisfirePolicy>)
+        .transpose()
+        .map_err(|e| BadInput(e.to_string()))?;
+    Ok(NewTrigger {
+        group: args.group,
+        name: args.name,
+        job_group: args.job_group,
+        job: args.job,
+        schedule: json_arg("--schedule", &args.schedule)?,
+        calendar: args.calendar,
+        misfire_policy,
+        priority: args.priority,
+        description: None,
+        data: serde_json::Value::Null,
+    })
 }
 
 /// A pause or resume; prints how many triggers changed.
