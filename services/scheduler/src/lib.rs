@@ -12,7 +12,7 @@ use std::time::Duration;
 use chime_core::Node;
 use chime_core::bus::Topology;
 use chime_core::node::hostname;
-use chime_core::store::{Store, StoreError, notify, task_lifecycle};
+use chime_core::store::{Store, StoreError, notify, task_lifecycle, workers};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 use uuid::Uuid;
@@ -112,6 +112,7 @@ async fn firing_loop(
     shutdown: &CancellationToken,
 ) {
     let mut listener = notify::listen(store, &store.triggers_channel()).await;
+    let mut last_recovery = std::time::Instant::now() - settings.checkin_interval;
     while !shutdown.is_cancelled() {
         let started = std::time::Instant::now();
         // Retries whose time has come go out like one-shot fires, through the outbox.
@@ -122,6 +123,29 @@ async fn firing_loop(
                     .increment(released as u64);
             }
             Err(error) => warn!(%error, "releasing retries failed"),
+        }
+        // Attempts whose worker is gone: re-run, retried or failed as their job says. Checked once
+        // per check-in interval, not every round.
+        let recovery = if last_recovery.elapsed() >= settings.checkin_interval {
+            last_recovery = std::time::Instant::now();
+            task_lifecycle::recover_lost_attempts(
+                store,
+                topology,
+                workers::STALE_AFTER,
+                settings.firing.batch,
+            )
+            .await
+        } else {
+            Ok(0)
+        };
+        match recovery {
+            Ok(0) => {}
+            Ok(recovered) => {
+                info!(recovered, "recovered attempts of vanished workers");
+                metrics::counter!("chime_scheduler_attempts_recovered_total")
+                    .increment(recovered as u64);
+            }
+            Err(error) => warn!(%error, "recovering lost attempts failed"),
         }
         match fire::fire_due(store, topology, instance_id, &settings.firing).await {
             Ok(round) => {

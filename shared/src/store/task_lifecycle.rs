@@ -531,3 +531,185 @@ pub async fn release_due_retries(
     tx.commit().await.context("committing released retries")?;
     Ok(released.len())
 }
+
+/// The advisory lock that lets one scheduler instance at a time recover lost attempts.
+const RECOVERY_LOCK: i64 = 0x6368_696d_6572_6563; // "chimerec"
+
+/// `running → ready (next attempt) | retrying | failed` for attempts whose worker is gone (offline,
+/// or no heartbeat for `stale_after`): the attempt is closed as `lost`; a job that requests
+/// recovery runs again as the next attempt, otherwise the failed budget decides. One instance at
+/// a time (advisory lock); returns how many attempts were recovered. A worker presumed dead that
+/// comes back finds its attempt fenced off: every worker write names (task, attempt, worker).
+pub async fn recover_lost_attempts(
+    store: &Store,
+    topology: &Topology,
+    stale_after: std::time::Duration,
+    limit: i64,
+) -> Result<usize, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Lost {
+        id: Uuid,
+        attempt: i32,
+        requests_recovery: bool,
+        failures: i32,
+        failed_retries: i32,
+        kind: String,
+        spec: Json<serde_json::Value>,
+        worker_group: String,
+        data: Json<serde_json::Value>,
+        data_time: Option<jiff_sqlx::Timestamp>,
+        timeout_ms: Option<i64>,
+        execute_user: Option<String>,
+        job_id: Option<i64>,
+    }
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+        .bind(RECOVERY_LOCK)
+        .fetch_one(&mut *tx)
+        .await
+        .context("taking the recovery lock")?;
+    if !locked {
+        return Ok(0);
+    }
+    let lost: Vec<Lost> = sqlx::query_as(
+        r#"
+        SELECT t.id, t.attempt, t.requests_recovery, t.failures, t.failed_retries, t.kind, t.spec,
+               t.worker_group, t.data, t.data_time, t.timeout_ms, t.execute_user, t.job_id
+        FROM tasks t JOIN workers w ON w.id = t.worker_id
+        WHERE t.status = 'running'
+          AND (w.status = 'offline' OR w.last_heartbeat < now() - make_interval(secs => $1))
+        ORDER BY t.started_at
+        LIMIT $2
+        FOR UPDATE OF t SKIP LOCKED
+        "#,
+    )
+    .bind(stale_after.as_secs_f64())
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await
+    .context("finding lost attempts")?;
+    if lost.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = lost.iter().map(|l| l.id).collect();
+    let attempts: Vec<i32> = lost.iter().map(|l| l.attempt).collect();
+    sqlx::query(
+        "UPDATE task_attempts a SET outcome = 'lost', finished_at = now(),
+                error = 'its worker stopped responding'
+         FROM UNNEST($1::uuid[], $2::int[]) AS u(task_id, attempt)
+         WHERE a.task_id = u.task_id AND a.attempt = u.attempt",
+    )
+    .bind(&ids)
+    .bind(&attempts)
+    .execute(&mut *tx)
+    .await
+    .context("closing lost attempts")?;
+    let (rerun, rest): (Vec<&Lost>, Vec<&Lost>) = lost.iter().partition(|l| l.requests_recovery);
+    let (retry, fail): (Vec<&Lost>, Vec<&Lost>) = rest
+        .into_iter()
+        .partition(|l| l.failures < l.failed_retries);
+    if !rerun.is_empty() {
+        let ids: Vec<Uuid> = rerun.iter().map(|l| l.id).collect();
+        sqlx::query(
+            "UPDATE tasks SET status = 'ready', attempt = attempt + 1, worker_id = NULL,
+                    started_at = NULL, ready_at = now() WHERE id = ANY($1)",
+        )
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await
+        .context("re-running recovered tasks")?;
+        let groups: Vec<&str> = rerun.iter().map(|l| l.worker_group.as_str()).collect();
+        let messages: Vec<Json<TaskMessage>> = rerun
+            .iter()
+            .map(|l| {
+                Json(TaskMessage {
+                    v: MESSAGE_VERSION,
+                    task_id: l.id,
+                    attempt: l.attempt + 1,
+                    kind: l.kind.clone(),
+                    group: l.worker_group.clone(),
+                    spec: l.spec.0.clone(),
+                    data: l.data.0.clone(),
+                    data_time: l.data_time.map(|t| t.to_jiff()),
+                    timeout_ms: l.timeout_ms,
+                    execute_user: l.execute_user.clone(),
+                })
+            })
+            .collect();
+        sqlx::query(
+            "INSERT INTO outbox (exchange, routing_key, body)
+             SELECT $1, g, b FROM UNNEST($2::text[], $3::jsonb[]) AS u(g, b)",
+        )
+        .bind(topology.tasks_exchange())
+        .bind(&groups)
+        .bind(&messages)
+        .execute(&mut *tx)
+        .await
+        .context("publishing re-runs")?;
+    }
+    if !retry.is_empty() {
+        let ids: Vec<Uuid> = retry.iter().map(|l| l.id).collect();
+        sqlx::query(
+            "UPDATE tasks SET status = 'retrying', failures = failures + 1, worker_id = NULL,
+                    next_attempt_at = now() + make_interval(secs => failed_interval_ms / 1000.0)
+             WHERE id = ANY($1)",
+        )
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await
+        .context("retrying lost attempts")?;
+    }
+    if !fail.is_empty() {
+        let ids: Vec<Uuid> = fail.iter().map(|l| l.id).collect();
+        let job_ids: Vec<i64> = fail.iter().filter_map(|l| l.job_id).collect();
+        let keys: Vec<String> = fail
+            .iter()
+            .map(|l| format!("task.failed.{}", l.worker_group))
+            .collect();
+        let events: Vec<Json<TaskEvent>> = fail
+            .iter()
+            .map(|l| {
+                Json(TaskEvent {
+                    v: MESSAGE_VERSION,
+                    task_id: l.id,
+                    attempt: l.attempt,
+                    status: TaskStatus::Failed,
+                    group: l.worker_group.clone(),
+                    job_id: l.job_id,
+                    data_time: l.data_time.map(|t| t.to_jiff()),
+                    reason: Some("lost".into()),
+                    at: jiff::Timestamp::now(),
+                })
+            })
+            .collect();
+        sqlx::query(
+            r#"
+            WITH failed AS (
+                UPDATE tasks SET status = 'failed', failures = failures + 1, finished_at = now(),
+                       reason = 'lost', worker_id = NULL,
+                       result = '{"error": "its worker stopped responding", "output": ""}'
+                WHERE id = ANY($1)
+            ), unblocked AS (
+                UPDATE triggers SET state = 'waiting'
+                WHERE job_id = ANY($2) AND state = 'blocked'
+            )
+            INSERT INTO outbox (exchange, routing_key, body)
+            SELECT $3, k, e FROM UNNEST($4::text[], $5::jsonb[]) AS u(k, e)
+            "#,
+        )
+        .bind(&ids)
+        .bind(&job_ids)
+        .bind(topology.events_exchange())
+        .bind(&keys)
+        .bind(&events)
+        .execute(&mut *tx)
+        .await
+        .context("failing lost attempts")?;
+    }
+    tx.commit().await.context("committing recovery")?;
+    Ok(lost.len())
+}

@@ -399,3 +399,70 @@ async fn a_retrying_task_is_released_as_its_next_attempt() -> Result<()> {
     assert_eq!(task.attempts[0].attempt, 2);
     env.cleanup().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_of_a_vanished_worker_are_rerun_or_lost_as_their_job_says() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    for (name, recovery) in [("recover", true), ("no-recover", false)] {
+        jobs::create(
+            &env.store,
+            NewJob {
+                name: name.into(),
+                kind: "noop".into(),
+                requests_recovery: Some(recovery),
+                ..NewJob::default()
+            },
+        )
+        .await?;
+    }
+    // A worker that stopped heart-beating an hour ago, with an attempt of each job running.
+    let ghost = uuid::Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO workers (id, name, host, pid, groups, kinds, concurrency, status, version,
+                              last_heartbeat)
+         VALUES ($1, 'ghost', 'gone', 1, '{default}', '{noop}', 1, 'online', 'test',
+                 now() - interval '1 hour')",
+    )
+    .bind(ghost)
+    .execute(env.store.pool())
+    .await?;
+    let mut ids = Vec::new();
+    for name in ["recover", "no-recover"] {
+        let id = uuid::Uuid::now_v7();
+        sqlx::query(
+            "WITH task AS (
+                 INSERT INTO tasks (id, job_id, kind, spec, worker_group, status, attempt,
+                                    requests_recovery, worker_id, started_at)
+                 SELECT $1, j.id, j.kind, j.spec, j.worker_group, 'running', 1,
+                        j.requests_recovery, $2, now() - interval '1 hour'
+                 FROM jobs j WHERE j.name = $3)
+             INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name)
+             VALUES ($1, 1, $2, 'ghost')",
+        )
+        .bind(id)
+        .bind(ghost)
+        .bind(name)
+        .execute(env.store.pool())
+        .await?;
+        ids.push(id);
+    }
+    env.start(Services::ALL).await?;
+    let rerun = env
+        .wait_status(ids[0], chime_core::model::TaskStatus::Succeeded)
+        .await?;
+    assert_eq!(rerun.attempt, 2);
+    assert_eq!(
+        rerun.attempts[0].outcome,
+        Some(chime_core::model::AttemptOutcome::Lost)
+    );
+    let lost = env
+        .wait_status(ids[1], chime_core::model::TaskStatus::Failed)
+        .await?;
+    assert_eq!(lost.reason.as_deref(), Some("lost"));
+    assert_eq!(lost.attempts.len(), 1);
+    assert_eq!(
+        lost.attempts[0].outcome,
+        Some(chime_core::model::AttemptOutcome::Lost)
+    );
+    env.cleanup().await
+}
