@@ -84,6 +84,18 @@ async fn trigger_state(env: &TestEnv, name: &str) -> Result<(i64, i64, String, O
     Ok((tasks, times, state, next.map(|t| t.to_jiff())))
 }
 
+/// The data time of a trigger's first task.
+async fn first_fire(env: &TestEnv, name: &str) -> Result<Timestamp> {
+    let first: jiff_sqlx::Timestamp = sqlx::query_scalar(
+        "SELECT min(k.data_time) FROM tasks k JOIN triggers t ON t.id = k.trigger_id
+         WHERE t.name = $1",
+    )
+    .bind(name)
+    .fetch_one(env.store.pool())
+    .await?;
+    Ok(first.to_jiff())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_misfire_policy_through_the_service() -> Result<()> {
     let mut env = TestEnv::new().await?;
@@ -154,13 +166,41 @@ async fn each_misfire_policy_through_the_service() -> Result<()> {
         Some(MisfirePolicy::RescheduleNextWithRemainingCount),
     )
     .await?;
+    trigger(
+        &env,
+        "now-remaining",
+        "j",
+        simple(()),
+        None,
+        Some(MisfirePolicy::RescheduleNowWithRemainingCount),
+    )
+    .await?;
+    trigger(
+        &env,
+        "next-existing",
+        "j",
+        simple(()),
+        None,
+        Some(MisfirePolicy::RescheduleNextWithExistingCount),
+    )
+    .await?;
+    trigger(
+        &env,
+        "smart-cron",
+        "j",
+        cron("0 * * * * ?", since, None),
+        None,
+        Some(MisfirePolicy::Smart),
+    )
+    .await?;
     env.start(Services::SCHEDULER).await?;
 
-    // fire_now: one fire now, then on to the next minute.
-    eventually("fire_now to fire once", || async {
-        Ok(trigger_state(&env, "fire-now").await?.0 == 1)
+    // fire_now: one fire now (not at a missed minute), then on to the next minute.
+    eventually("fire_now to fire", || async {
+        Ok(trigger_state(&env, "fire-now").await?.0 >= 1)
     })
     .await?;
+    assert!(first_fire(&env, "fire-now").await? >= now);
     // fire_all: every missed minute (10 or 11 of them), back to back.
     eventually("fire_all to catch up", || async {
         Ok(trigger_state(&env, "fire-all").await?.0 >= 10)
@@ -168,9 +208,10 @@ async fn each_misfire_policy_through_the_service() -> Result<()> {
     .await?;
     // reschedule_now_with_existing_count: fires now, restarts its grid at now.
     eventually("reschedule-now to fire", || async {
-        Ok(trigger_state(&env, "now-existing").await?.0 == 1)
+        Ok(trigger_state(&env, "now-existing").await?.0 >= 1)
     })
     .await?;
+    assert!(first_fire(&env, "now-existing").await? >= now);
     // reschedule_next_with_remaining_count: no fire now; the missed slots count as fired.
     eventually("reschedule-next to be rescheduled", || async {
         Ok(trigger_state(&env, "next-remaining").await?.1 >= 10)
@@ -183,8 +224,7 @@ async fn each_misfire_policy_through_the_service() -> Result<()> {
         next.is_some_and(|n| n > now),
         "skip continues after now: {next:?}"
     );
-    let (tasks, _, _, next) = trigger_state(&env, "fire-now").await?;
-    assert_eq!(tasks, 1);
+    let (_, _, _, next) = trigger_state(&env, "fire-now").await?;
     assert!(next.is_some_and(|n| n > now && n.as_second() % 60 == 0));
     let (tasks, ..) = trigger_state(&env, "fire-all").await?;
     let data_times: Vec<jiff_sqlx::Timestamp> = sqlx::query_scalar(
@@ -203,6 +243,18 @@ async fn each_misfire_policy_through_the_service() -> Result<()> {
     assert!(next.is_some_and(|n| n > now && n <= after + SignedDuration::from_secs(60)));
     let (tasks, times, ..) = trigger_state(&env, "daily-skip").await?;
     assert_eq!((tasks, times), (0, 0));
+    // reschedule_now_with_remaining_count fires now; so does smart for a cron trigger.
+    for name in ["now-remaining", "smart-cron"] {
+        eventually(&format!("{name} to fire now"), || async {
+            Ok(trigger_state(&env, name).await?.0 >= 1)
+        })
+        .await?;
+        assert!(first_fire(&env, name).await? >= now, "{name}");
+    }
+    // reschedule_next_with_existing_count: no fire now, and the missed slots are not counted.
+    let (tasks, times, _, next) = trigger_state(&env, "next-existing").await?;
+    assert_eq!((tasks, times), (0, 0));
+    assert!(next.is_some_and(|n| n > now));
     env.cleanup().await
 }
 
