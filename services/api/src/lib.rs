@@ -71,7 +71,11 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(routes::workers::list_workers))
         .routes(routes!(routes::schedule::preview_schedule))
         .routes(routes!(routes::jobs::create_job, routes::jobs::list_jobs))
-        .routes(routes!(routes::jobs::get_job, routes::jobs::delete_job))
+        .routes(routes!(
+            routes::jobs::get_job,
+            routes::jobs::update_job,
+            routes::jobs::delete_job
+        ))
         .routes(routes!(routes::jobs::run_job))
         .routes(routes!(routes::jobs::job_action))
         .routes(routes!(routes::jobs::trigger_action))
@@ -89,7 +93,10 @@ pub fn router(state: AppState) -> Router {
             routes::jobs::create_calendar,
             routes::jobs::list_calendars
         ))
-        .routes(routes!(routes::jobs::delete_calendar))
+        .routes(routes!(
+            routes::jobs::update_calendar,
+            routes::jobs::delete_calendar
+        ))
         .routes(routes!(routes::jobs::list_schedulers))
         .split_for_parts();
     let openapi_json = serde_json::to_value(&openapi).unwrap_or_default();

@@ -46,6 +46,25 @@ pub async fn create(store: &Store, calendar: NamedCalendar) -> Result<NamedCalen
     }
 }
 
+/// Replaces a calendar's definition; triggers that use it follow it from their next fire on.
+pub async fn update(store: &Store, calendar: NamedCalendar) -> Result<NamedCalendar, StoreError> {
+    Calendar::compile(&calendar.definition).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let done = sqlx::query(
+        "UPDATE calendars SET definition = $2, description = $3, updated_at = now()
+         WHERE name = $1",
+    )
+    .bind(&calendar.name)
+    .bind(Json(&calendar.definition))
+    .bind(&calendar.description)
+    .execute(store.pool())
+    .await
+    .context("updating the calendar")?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!("calendar {}", calendar.name)));
+    }
+    Ok(calendar)
+}
+
 /// Every calendar, by name.
 pub async fn list(store: &Store) -> Result<Vec<NamedCalendar>, StoreError> {
     let rows: Vec<(String, String, Json<CalendarSpec>)> =

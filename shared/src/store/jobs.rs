@@ -180,6 +180,26 @@ impl NewJob {
 
 /// Creates a job; a duplicate (group, name) is refused.
 pub async fn create(store: &Store, job: NewJob) -> Result<JobView, StoreError> {
+    save(store, job, false).await
+}
+
+/// Replaces a job's settings (its group and name stay); running tasks keep the settings they
+/// started with, later fires use the new ones.
+pub async fn update(
+    store: &Store,
+    group: &str,
+    name: &str,
+    job: NewJob,
+) -> Result<JobView, StoreError> {
+    let job = NewJob {
+        group: Some(group.to_string()),
+        name: name.to_string(),
+        ..job
+    };
+    save(store, job, true).await
+}
+
+async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, StoreError> {
     job.validate()?;
     let builtin = BUILTIN_KINDS.contains(&job.kind.as_str());
     let route: Option<String> = if job.worker_group.is_none() || !builtin {
@@ -209,36 +229,52 @@ pub async fn create(store: &Store, job: NewJob) -> Result<JobView, StoreError> {
             v.clone()
         }
     };
-    let row: Result<JobRow, sqlx::Error> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO jobs (group_name, name, description, kind, spec, worker_group, priority,
-                           concurrent, requests_recovery, data, reject_retries, reject_interval_ms,
-                           failed_retries, failed_interval_ms, backoff, timeout_ms,
-                           data_time_period, execute_user)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
-         RETURNING {JOB_COLUMNS}"
-    )))
-    .bind(&group)
-    .bind(&job.name)
-    .bind(job.description.clone().unwrap_or_default())
-    .bind(&job.kind)
-    .bind(Json(empty(&job.spec)))
-    .bind(&worker_group)
-    .bind(job.priority.unwrap_or(5))
-    .bind(job.concurrent.unwrap_or(true))
-    .bind(job.requests_recovery.unwrap_or(false))
-    .bind(Json(empty(&job.data)))
-    .bind(job.reject_retries.unwrap_or(0))
-    .bind(job.reject_interval_ms.unwrap_or(3000))
-    .bind(job.failed_retries.unwrap_or(0))
-    .bind(job.failed_interval_ms.unwrap_or(3000))
-    .bind(Json(backoff))
-    .bind(job.timeout_ms)
-    .bind(&job.data_time_period)
-    .bind(&job.execute_user)
-    .fetch_one(store.pool())
-    .await;
+    // Both statements take the same parameters.
+    let statement = if existing {
+        format!(
+            "UPDATE jobs SET (description, kind, spec, worker_group, priority, concurrent,
+                              requests_recovery, data, reject_retries, reject_interval_ms,
+                              failed_retries, failed_interval_ms, backoff, timeout_ms,
+                              data_time_period, execute_user, updated_at)
+                 = ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, now())
+             WHERE group_name = $1 AND name = $2
+             RETURNING {JOB_COLUMNS}"
+        )
+    } else {
+        format!(
+            "INSERT INTO jobs (group_name, name, description, kind, spec, worker_group, priority,
+                               concurrent, requests_recovery, data, reject_retries,
+                               reject_interval_ms, failed_retries, failed_interval_ms, backoff,
+                               timeout_ms, data_time_period, execute_user)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                     $18)
+             RETURNING {JOB_COLUMNS}"
+        )
+    };
+    let row: Result<Option<JobRow>, sqlx::Error> = sqlx::query_as(sqlx::AssertSqlSafe(statement))
+        .bind(&group)
+        .bind(&job.name)
+        .bind(job.description.clone().unwrap_or_default())
+        .bind(&job.kind)
+        .bind(Json(empty(&job.spec)))
+        .bind(&worker_group)
+        .bind(job.priority.unwrap_or(5))
+        .bind(job.concurrent.unwrap_or(true))
+        .bind(job.requests_recovery.unwrap_or(false))
+        .bind(Json(empty(&job.data)))
+        .bind(job.reject_retries.unwrap_or(0))
+        .bind(job.reject_interval_ms.unwrap_or(3000))
+        .bind(job.failed_retries.unwrap_or(0))
+        .bind(job.failed_interval_ms.unwrap_or(3000))
+        .bind(Json(backoff))
+        .bind(job.timeout_ms)
+        .bind(&job.data_time_period)
+        .bind(&job.execute_user)
+        .fetch_optional(store.pool())
+        .await;
     match row {
-        Ok(row) => Ok(row.into()),
+        Ok(Some(row)) => Ok(row.into()),
+        Ok(None) => Err(StoreError::NotFound(format!("job {group}.{}", job.name))),
         Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => Err(
             StoreError::Conflict(format!("job {group}.{} exists already", job.name)),
         ),

@@ -268,3 +268,71 @@ async fn show(env: &TestEnv, name: &str) -> Result<serde_json::Value> {
     let out = env.chime(&["trigger", "show", name, "--json"]).await?;
     Ok(serde_json::from_slice(&out.stdout)?)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_and_calendars_can_be_updated() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    assert!(
+        env.chime(&["job", "create", "j", "--kind", "noop"])
+            .await?
+            .status
+            .success()
+    );
+    let updated = env
+        .chime(&[
+            "job",
+            "update",
+            "j",
+            "--kind",
+            "shell",
+            "--no-concurrent",
+            "--",
+            "echo",
+            "v2",
+        ])
+        .await?;
+    assert!(updated.status.success(), "{updated:?}");
+    let shown = env.chime(&["job", "show", "j"]).await?;
+    let job: serde_json::Value = serde_json::from_slice(&shown.stdout)?;
+    assert_eq!(job["kind"], "shell");
+    assert_eq!(job["concurrent"], false);
+    assert_eq!(job["spec"]["command"], serde_json::json!(["echo", "v2"]));
+    assert_error(
+        &env.chime(&["job", "update", "nope", "--kind", "noop"])
+            .await?,
+        "not found",
+    );
+    let weekly = r#"{"kind":"weekly","excluded_days":["SAT"]}"#;
+    assert!(
+        env.chime(&["calendar", "create", "c", "--definition", weekly])
+            .await?
+            .status
+            .success()
+    );
+    let sundays = r#"{"kind":"weekly","excluded_days":["SUN"]}"#;
+    assert!(
+        env.chime(&["calendar", "update", "c", "--definition", sundays])
+            .await?
+            .status
+            .success()
+    );
+    assert_error(
+        &env.chime(&[
+            "calendar",
+            "update",
+            "c",
+            "--definition",
+            r#"{"kind":"weekly","excluded_days":["XYZ"]}"#,
+        ])
+        .await?,
+        "not a day of the week",
+    );
+    let listed = env.chime(&["calendar", "list", "--json"]).await?;
+    let calendars: serde_json::Value = serde_json::from_slice(&listed.stdout)?;
+    assert_eq!(
+        calendars[0]["definition"]["excluded_days"],
+        serde_json::json!(["SUN"])
+    );
+    env.cleanup().await
+}

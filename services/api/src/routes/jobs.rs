@@ -44,6 +44,18 @@ pub async fn get_job(
     Ok(Json(jobs::get(&state.store, &group, &name).await?))
 }
 
+/// Replaces a job's settings.
+#[utoipa::path(put, path = "/api/v1/jobs/{group}/{name}", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path)), request_body = NewJob,
+    responses((status = 200, body = JobView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn update_job(
+    State(state): State<AppState>,
+    Path((group, name)): Path<(String, String)>,
+    ApiJson(job): ApiJson<NewJob>,
+) -> Result<Json<JobView>, ApiError> {
+    Ok(Json(jobs::update(&state.store, &group, &name, job).await?))
+}
+
 /// Creates a trigger (its first fire time computed; the schedulers woken).
 #[utoipa::path(post, path = "/api/v1/triggers", tag = "triggers", request_body = NewTrigger,
     responses((status = 201, body = TriggerView), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -95,6 +107,19 @@ pub async fn list_calendars(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<NamedCalendar>>, ApiError> {
     Ok(Json(calendars::list(&state.store).await?))
+}
+
+/// Replaces a calendar's definition.
+#[utoipa::path(put, path = "/api/v1/calendars/{name}", tag = "calendars",
+    params(("name" = String, Path)), request_body = NamedCalendar,
+    responses((status = 200, body = NamedCalendar), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn update_calendar(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(calendar): ApiJson<NamedCalendar>,
+) -> Result<Json<NamedCalendar>, ApiError> {
+    let calendar = NamedCalendar { name, ..calendar };
+    Ok(Json(calendars::update(&state.store, calendar).await?))
 }
 
 /// Deletes a calendar no trigger uses.

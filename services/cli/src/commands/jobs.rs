@@ -17,6 +17,8 @@ use crate::output::{opt, table, time};
 pub enum JobCommand {
     /// Creates a job.
     Create(JobCreate),
+    /// Replaces a job's settings.
+    Update(JobCreate),
     /// Lists jobs.
     List {
         /// Print JSON.
@@ -172,6 +174,14 @@ pub enum CalendarCommand {
         #[arg(long)]
         definition: String,
     },
+    /// Replaces a calendar's definition.
+    Update {
+        /// Its name.
+        name: String,
+        /// The calendar as JSON (DESIGN section 4).
+        #[arg(long)]
+        definition: String,
+    },
     /// Lists calendars.
     List {
         /// Print JSON.
@@ -192,30 +202,14 @@ fn json_arg<T: serde::de::DeserializeOwned>(flag: &str, text: &str) -> Result<T>
 /// Runs a job verb.
 pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
     match command {
+        JobCommand::Update(args) => {
+            let group = args.group.clone().unwrap_or_else(|| "default".into());
+            let path = format!("/api/v1/jobs/{group}/{}", args.name);
+            let view: JobView = client.put(&path, &new_job(args)?).await?;
+            println!("{}.{}", view.group, view.name);
+        }
         JobCommand::Create(args) => {
-            let spec = match (&args.spec, &args.script, args.command.is_empty()) {
-                (Some(spec), None, true) => json_arg("--spec", spec)?,
-                (None, Some(script), true) => json!({ "command": script }),
-                (None, None, false) => json!({ "command": args.command }),
-                (None, None, true) => json!({}),
-                _ => {
-                    return Err(BadInput(
-                        "give one of --spec, --script or a command after --".into(),
-                    )
-                    .into());
-                }
-            };
-            let job = NewJob {
-                group: args.group,
-                name: args.name,
-                kind: args.kind,
-                spec,
-                worker_group: args.worker_group,
-                concurrent: Some(!args.no_concurrent),
-                requests_recovery: Some(args.requests_recovery),
-                timeout_ms: args.timeout_ms,
-                ..NewJob::default()
-            };
+            let job = new_job(args)?;
             let (_, view): (_, JobView) = client.post("/api/v1/jobs", &job).await?;
             println!("{}.{}", view.group, view.name);
         }
@@ -383,6 +377,31 @@ fn new_trigger(args: TriggerCreate) -> Result<NewTrigger> {
     })
 }
 
+fn new_job(args: JobCreate) -> Result<NewJob> {
+    let spec = match (&args.spec, &args.script, args.command.is_empty()) {
+        (Some(spec), None, true) => json_arg("--spec", spec)?,
+        (None, Some(script), true) => json!({ "command": script }),
+        (None, None, false) => json!({ "command": args.command }),
+        (None, None, true) => json!({}),
+        _ => {
+            return Err(
+                BadInput("give one of --spec, --script or a command after --".into()).into(),
+            );
+        }
+    };
+    Ok(NewJob {
+        group: args.group,
+        name: args.name,
+        kind: args.kind,
+        spec,
+        worker_group: args.worker_group,
+        concurrent: Some(!args.no_concurrent),
+        requests_recovery: Some(args.requests_recovery),
+        timeout_ms: args.timeout_ms,
+        ..NewJob::default()
+    })
+}
+
 /// A pause or resume; prints how many triggers changed.
 async fn changed(client: &ApiClient, path: &str) -> Result<()> {
     let (_, answer): (_, serde_json::Value) = client.post(path, &json!({})).await?;
@@ -402,6 +421,17 @@ pub async fn calendar(client: &ApiClient, command: CalendarCommand) -> Result<()
             let (_, created): (_, NamedCalendar) =
                 client.post("/api/v1/calendars", &calendar).await?;
             println!("{}", created.name);
+        }
+        CalendarCommand::Update { name, definition } => {
+            let calendar = NamedCalendar {
+                name: name.clone(),
+                description: String::new(),
+                definition: json_arg("--definition", &definition)?,
+            };
+            let updated: NamedCalendar = client
+                .put(&format!("/api/v1/calendars/{name}"), &calendar)
+                .await?;
+            println!("{}", updated.name);
         }
         CalendarCommand::List { json } => {
             let calendars: Vec<NamedCalendar> = client.get("/api/v1/calendars").await?;
