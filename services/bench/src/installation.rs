@@ -59,7 +59,8 @@ impl Installation {
             let node = Arc::new(Node::start(self.settings.clone(), "bench").await?);
             let (n, stop) = (node.clone(), self.shutdown.clone());
             tokio::spawn(async move {
-                let _ = chime_scheduler::run(&n, SchedulerSettings::default(), stop).await;
+                let settings = SchedulerSettings::from_config(&n.settings.scheduler);
+                let _ = chime_scheduler::run(&n, settings, stop).await;
             });
             self.nodes.push(node);
         }
