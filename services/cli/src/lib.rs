@@ -252,7 +252,13 @@ async fn run(cli: Cli) -> Result<()> {
             | Command::Scheduler(_)
             | Command::Migrate
     );
-    chime_core::telemetry::init_logging(if serving { "info" } else { "warn" });
+    // lapin logs an error when a channel closes with its connection at shutdown; real connection
+    // losses are logged by chime's own supervisor.
+    chime_core::telemetry::init_logging(if serving {
+        "info,lapin::channels=off"
+    } else {
+        "warn,lapin::channels=off"
+    });
     match cli.command {
         Command::Up(ref args) => {
             let services = Services::ALL;

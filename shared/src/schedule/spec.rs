@@ -15,14 +15,14 @@ pub enum ScheduleSpec {
         /// Quartz (6-7 fields) or Unix (5 fields) cron expression.
         cron: String,
         /// IANA zone (default UTC).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
         /// No fire before (RFC 3339).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(value_type = Option<String>, format = DateTime)]
         start_time: Option<Timestamp>,
         /// No fire after (RFC 3339).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(value_type = Option<String>, format = DateTime)]
         end_time: Option<Timestamp>,
     },
@@ -34,11 +34,11 @@ pub enum ScheduleSpec {
         #[serde(default)]
         repeat_count: i64,
         /// The first fire (RFC 3339).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(value_type = Option<String>, format = DateTime)]
         start_time: Option<Timestamp>,
         /// No fire at or after (RFC 3339).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(value_type = Option<String>, format = DateTime)]
         end_time: Option<Timestamp>,
     },
@@ -49,7 +49,7 @@ pub enum ScheduleSpec {
         /// second … year.
         unit: IntervalUnit,
         /// IANA zone (default UTC).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
         /// Keep the start's hour of day across DST changes.
         #[serde(default)]
@@ -58,11 +58,11 @@ pub enum ScheduleSpec {
         #[serde(default)]
         skip_day_if_hour_does_not_exist: bool,
         /// The first fire (RFC 3339).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(value_type = Option<String>, format = DateTime)]
         start_time: Option<Timestamp>,
         /// No fire at or after (RFC 3339).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(value_type = Option<String>, format = DateTime)]
         end_time: Option<Timestamp>,
     },
@@ -73,26 +73,26 @@ pub enum ScheduleSpec {
         /// second, minute or hour.
         unit: IntervalUnit,
         /// Window start, `HH:MM[:SS]` (default 00:00:00).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         start_time_of_day: Option<String>,
         /// Window end, inclusive (default 23:59:59).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         end_time_of_day: Option<String>,
         /// `["MON", …]` (default every day).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         days_of_week: Option<Vec<String>>,
         /// Fires after the first (-1 = forever).
         #[serde(default = "forever")]
         repeat_count: i64,
         /// IANA zone (default UTC).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
         /// No fire before (RFC 3339).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(value_type = Option<String>, format = DateTime)]
         start_time: Option<Timestamp>,
         /// No fire after (RFC 3339).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(value_type = Option<String>, format = DateTime)]
         end_time: Option<Timestamp>,
     },
@@ -166,10 +166,10 @@ pub enum CalendarSpec {
         /// Excluded dates (`YYYY-MM-DD`).
         dates: Vec<String>,
         /// IANA zone (default UTC).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
         /// A calendar whose exclusions add to these.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(no_recursion, value_type = Option<Object>)]
         base: Option<Box<CalendarSpec>>,
     },
@@ -178,10 +178,10 @@ pub enum CalendarSpec {
         /// Excluded days (`SUN` … `SAT`).
         excluded_days: Vec<String>,
         /// IANA zone (default UTC).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
         /// A calendar whose exclusions add to these.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(no_recursion, value_type = Option<Object>)]
         base: Option<Box<CalendarSpec>>,
     },
@@ -190,10 +190,10 @@ pub enum CalendarSpec {
         /// Excluded days (1-31).
         excluded_days: Vec<u8>,
         /// IANA zone (default UTC).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
         /// A calendar whose exclusions add to these.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(no_recursion, value_type = Option<Object>)]
         base: Option<Box<CalendarSpec>>,
     },
@@ -202,10 +202,10 @@ pub enum CalendarSpec {
         /// Excluded days (`MM-DD`).
         excluded_days: Vec<String>,
         /// IANA zone (default UTC).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
         /// A calendar whose exclusions add to these.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(no_recursion, value_type = Option<Object>)]
         base: Option<Box<CalendarSpec>>,
     },
@@ -219,10 +219,10 @@ pub enum CalendarSpec {
         #[serde(default)]
         invert: bool,
         /// IANA zone (default UTC).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
         /// A calendar whose exclusions add to these.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(no_recursion, value_type = Option<Object>)]
         base: Option<Box<CalendarSpec>>,
     },
@@ -231,10 +231,10 @@ pub enum CalendarSpec {
         /// Quartz or Unix cron expression.
         cron: String,
         /// IANA zone (default UTC).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
         /// A calendar whose exclusions add to these.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(no_recursion, value_type = Option<Object>)]
         base: Option<Box<CalendarSpec>>,
     },
