@@ -452,6 +452,63 @@ pub async fn run_job_now(
     Ok(message.task_id)
 }
 
+/// What a task message is made of, as read back from a task row.
+#[derive(sqlx::FromRow)]
+struct MessageParts {
+    id: Uuid,
+    attempt: i32,
+    kind: String,
+    spec: Json<serde_json::Value>,
+    worker_group: String,
+    data: Json<serde_json::Value>,
+    data_time: Option<jiff_sqlx::Timestamp>,
+    timeout_ms: Option<i64>,
+    execute_user: Option<String>,
+}
+
+impl MessageParts {
+    /// The message of `attempt` of this task.
+    fn message(&self, attempt: i32) -> TaskMessage {
+        TaskMessage {
+            v: MESSAGE_VERSION,
+            task_id: self.id,
+            attempt,
+            kind: self.kind.clone(),
+            group: self.worker_group.clone(),
+            spec: self.spec.0.clone(),
+            data: self.data.0.clone(),
+            data_time: self.data_time.map(|t| t.to_jiff()),
+            timeout_ms: self.timeout_ms,
+            execute_user: self.execute_user.clone(),
+        }
+    }
+}
+
+/// Writes task messages to the outbox, routed to their worker groups, in the caller's
+/// transaction.
+async fn enqueue_task_messages(
+    tx: &mut sqlx::PgConnection,
+    topology: &Topology,
+    messages: &[TaskMessage],
+) -> Result<(), StoreError> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let groups: Vec<&str> = messages.iter().map(|m| m.group.as_str()).collect();
+    let bodies: Vec<Json<&TaskMessage>> = messages.iter().map(Json).collect();
+    sqlx::query(
+        "INSERT INTO outbox (exchange, routing_key, body)
+         SELECT $1, g, b FROM UNNEST($2::text[], $3::jsonb[]) AS u(g, b)",
+    )
+    .bind(topology.tasks_exchange())
+    .bind(&groups)
+    .bind(&bodies)
+    .execute(tx)
+    .await
+    .context("writing task messages to the outbox")?;
+    Ok(())
+}
+
 /// `retrying → ready` for tasks whose `next_attempt_at` has come: the next attempt's message goes
 /// to the outbox in the same transaction (delayed redelivery lives here, not in the broker).
 /// Returns how many were released.
@@ -460,24 +517,12 @@ pub async fn release_due_retries(
     topology: &Topology,
     limit: i64,
 ) -> Result<usize, StoreError> {
-    #[derive(sqlx::FromRow)]
-    struct Released {
-        id: Uuid,
-        attempt: i32,
-        kind: String,
-        spec: Json<serde_json::Value>,
-        worker_group: String,
-        data: Json<serde_json::Value>,
-        data_time: Option<jiff_sqlx::Timestamp>,
-        timeout_ms: Option<i64>,
-        execute_user: Option<String>,
-    }
     let mut tx = store
         .pool()
         .begin()
         .await
         .context("starting a transaction")?;
-    let released: Vec<Released> = sqlx::query_as(
+    let released: Vec<MessageParts> = sqlx::query_as(
         r#"
         UPDATE tasks t
         SET status = 'ready', attempt = t.attempt + 1, ready_at = now(), next_attempt_at = NULL,
@@ -498,36 +543,8 @@ pub async fn release_due_retries(
     .fetch_all(&mut *tx)
     .await
     .context("releasing due retries")?;
-    if !released.is_empty() {
-        let groups: Vec<&str> = released.iter().map(|r| r.worker_group.as_str()).collect();
-        let messages: Vec<Json<TaskMessage>> = released
-            .iter()
-            .map(|r| {
-                Json(TaskMessage {
-                    v: MESSAGE_VERSION,
-                    task_id: r.id,
-                    attempt: r.attempt,
-                    kind: r.kind.clone(),
-                    group: r.worker_group.clone(),
-                    spec: r.spec.0.clone(),
-                    data: r.data.0.clone(),
-                    data_time: r.data_time.map(|t| t.to_jiff()),
-                    timeout_ms: r.timeout_ms,
-                    execute_user: r.execute_user.clone(),
-                })
-            })
-            .collect();
-        sqlx::query(
-            "INSERT INTO outbox (exchange, routing_key, body)
-             SELECT $1, g, b FROM UNNEST($2::text[], $3::jsonb[]) AS u(g, b)",
-        )
-        .bind(topology.tasks_exchange())
-        .bind(&groups)
-        .bind(&messages)
-        .execute(&mut *tx)
-        .await
-        .context("publishing released retries")?;
-    }
+    let messages: Vec<TaskMessage> = released.iter().map(|r| r.message(r.attempt)).collect();
+    enqueue_task_messages(&mut tx, topology, &messages).await?;
     tx.commit().await.context("committing released retries")?;
     Ok(released.len())
 }
@@ -548,18 +565,11 @@ pub async fn recover_lost_attempts(
 ) -> Result<usize, StoreError> {
     #[derive(sqlx::FromRow)]
     struct Lost {
-        id: Uuid,
-        attempt: i32,
+        #[sqlx(flatten)]
+        parts: MessageParts,
         requests_recovery: bool,
         failures: i32,
         failed_retries: i32,
-        kind: String,
-        spec: Json<serde_json::Value>,
-        worker_group: String,
-        data: Json<serde_json::Value>,
-        data_time: Option<jiff_sqlx::Timestamp>,
-        timeout_ms: Option<i64>,
-        execute_user: Option<String>,
         job_id: Option<i64>,
     }
     let mut tx = store
@@ -577,8 +587,9 @@ pub async fn recover_lost_attempts(
     }
     let lost: Vec<Lost> = sqlx::query_as(
         r#"
-        SELECT t.id, t.attempt, t.requests_recovery, t.failures, t.failed_retries, t.kind, t.spec,
-               t.worker_group, t.data, t.data_time, t.timeout_ms, t.execute_user, t.job_id
+        SELECT t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+               t.timeout_ms, t.execute_user, t.requests_recovery, t.failures, t.failed_retries,
+               t.job_id
         FROM tasks t JOIN workers w ON w.id = t.worker_id
         WHERE t.status = 'running'
           AND (w.status = 'offline' OR w.last_heartbeat < now() - make_interval(secs => $1))
@@ -595,8 +606,8 @@ pub async fn recover_lost_attempts(
     if lost.is_empty() {
         return Ok(0);
     }
-    let ids: Vec<Uuid> = lost.iter().map(|l| l.id).collect();
-    let attempts: Vec<i32> = lost.iter().map(|l| l.attempt).collect();
+    let ids: Vec<Uuid> = lost.iter().map(|l| l.parts.id).collect();
+    let attempts: Vec<i32> = lost.iter().map(|l| l.parts.attempt).collect();
     sqlx::query(
         "UPDATE task_attempts a SET outcome = 'lost', finished_at = now(),
                 error = 'its worker stopped responding'
@@ -613,7 +624,7 @@ pub async fn recover_lost_attempts(
         .into_iter()
         .partition(|l| l.failures < l.failed_retries);
     if !rerun.is_empty() {
-        let ids: Vec<Uuid> = rerun.iter().map(|l| l.id).collect();
+        let ids: Vec<Uuid> = rerun.iter().map(|l| l.parts.id).collect();
         sqlx::query(
             "UPDATE tasks SET status = 'ready', attempt = attempt + 1, worker_id = NULL,
                     started_at = NULL, ready_at = now() WHERE id = ANY($1)",
@@ -622,37 +633,14 @@ pub async fn recover_lost_attempts(
         .execute(&mut *tx)
         .await
         .context("re-running recovered tasks")?;
-        let groups: Vec<&str> = rerun.iter().map(|l| l.worker_group.as_str()).collect();
-        let messages: Vec<Json<TaskMessage>> = rerun
+        let messages: Vec<TaskMessage> = rerun
             .iter()
-            .map(|l| {
-                Json(TaskMessage {
-                    v: MESSAGE_VERSION,
-                    task_id: l.id,
-                    attempt: l.attempt + 1,
-                    kind: l.kind.clone(),
-                    group: l.worker_group.clone(),
-                    spec: l.spec.0.clone(),
-                    data: l.data.0.clone(),
-                    data_time: l.data_time.map(|t| t.to_jiff()),
-                    timeout_ms: l.timeout_ms,
-                    execute_user: l.execute_user.clone(),
-                })
-            })
+            .map(|l| l.parts.message(l.parts.attempt + 1))
             .collect();
-        sqlx::query(
-            "INSERT INTO outbox (exchange, routing_key, body)
-             SELECT $1, g, b FROM UNNEST($2::text[], $3::jsonb[]) AS u(g, b)",
-        )
-        .bind(topology.tasks_exchange())
-        .bind(&groups)
-        .bind(&messages)
-        .execute(&mut *tx)
-        .await
-        .context("publishing re-runs")?;
+        enqueue_task_messages(&mut tx, topology, &messages).await?;
     }
     if !retry.is_empty() {
-        let ids: Vec<Uuid> = retry.iter().map(|l| l.id).collect();
+        let ids: Vec<Uuid> = retry.iter().map(|l| l.parts.id).collect();
         sqlx::query(
             "UPDATE tasks SET status = 'retrying', failures = failures + 1, worker_id = NULL,
                     next_attempt_at = now() + make_interval(secs => failed_interval_ms / 1000.0)
@@ -664,28 +652,24 @@ pub async fn recover_lost_attempts(
         .context("retrying lost attempts")?;
     }
     if !fail.is_empty() {
-        let ids: Vec<Uuid> = fail.iter().map(|l| l.id).collect();
+        let ids: Vec<Uuid> = fail.iter().map(|l| l.parts.id).collect();
         let job_ids: Vec<i64> = fail.iter().filter_map(|l| l.job_id).collect();
-        let keys: Vec<String> = fail
+        let events: Vec<TaskEvent> = fail
             .iter()
-            .map(|l| format!("task.failed.{}", l.worker_group))
-            .collect();
-        let events: Vec<Json<TaskEvent>> = fail
-            .iter()
-            .map(|l| {
-                Json(TaskEvent {
-                    v: MESSAGE_VERSION,
-                    task_id: l.id,
-                    attempt: l.attempt,
-                    status: TaskStatus::Failed,
-                    group: l.worker_group.clone(),
-                    job_id: l.job_id,
-                    data_time: l.data_time.map(|t| t.to_jiff()),
-                    reason: Some("lost".into()),
-                    at: jiff::Timestamp::now(),
-                })
+            .map(|l| TaskEvent {
+                v: MESSAGE_VERSION,
+                task_id: l.parts.id,
+                attempt: l.parts.attempt,
+                status: TaskStatus::Failed,
+                group: l.parts.worker_group.clone(),
+                job_id: l.job_id,
+                data_time: l.parts.data_time.map(|t| t.to_jiff()),
+                reason: Some("lost".into()),
+                at: jiff::Timestamp::now(),
             })
             .collect();
+        let keys: Vec<String> = events.iter().map(TaskEvent::routing_key).collect();
+        let bodies: Vec<Json<&TaskEvent>> = events.iter().map(Json).collect();
         sqlx::query(
             r#"
             WITH failed AS (
@@ -705,7 +689,7 @@ pub async fn recover_lost_attempts(
         .bind(&job_ids)
         .bind(topology.events_exchange())
         .bind(&keys)
-        .bind(&events)
+        .bind(&bodies)
         .execute(&mut *tx)
         .await
         .context("failing lost attempts")?;
