@@ -252,7 +252,9 @@ proptest! {
         prop_assume!(schedule.is_ok(), "generated an invalid schedule");
         let schedule = schedule.unwrap();
         let compiled = Calendar::compile(&calendar).unwrap();
-        let all = schedule.fire_times(None, 1000);
+        // Calendar-interval months and years restart from the start at every fire (as Quartz),
+        // so a long horizon costs quadratic time: 200 fires is plenty to compare.
+        let all = schedule.fire_times(None, 200);
         let expected: Vec<Timestamp> = all
             .iter()
             .copied()
@@ -261,7 +263,7 @@ proptest! {
         let with_calendar = schedule.fire_times(Some(&compiled), 10);
         let comparable = with_calendar.len().min(expected.len());
         prop_assert_eq!(&with_calendar[..comparable], &expected[..comparable]);
-        if all.len() < 1000 {
+        if all.len() < 200 {
             // The whole schedule was seen: nothing may be missing at the end either.
             prop_assert_eq!(with_calendar.len(), expected.len().min(10));
         }

@@ -6,6 +6,8 @@
 //! pinned to a short month stays pinned (yearly from 29 Feb fires on 28 Feb ever after). This is
 //! Quartz's arithmetic, DST effects included (see `wall_clock`).
 
+use std::sync::Mutex;
+
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 
@@ -14,7 +16,7 @@ use super::spec::IntervalUnit;
 use super::wall_clock::{add_days, add_months, set_hour, wall};
 
 /// A calendar-interval trigger.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CalendarIntervalSchedule {
     /// Units per fire (at least 1).
     pub interval: i32,
@@ -26,6 +28,23 @@ pub struct CalendarIntervalSchedule {
     pub preserve_hour_of_day: bool,
     /// With the above: skip a day whose hour does not exist.
     pub skip_day_if_hour_does_not_exist: bool,
+    /// Months and years step one interval at a time from the start, each step from the previous
+    /// one: the furthest element reached so far is remembered, so asking for fire after fire does
+    /// not walk from the start every time.
+    pub(crate) reached: Mutex<Option<Timestamp>>,
+}
+
+impl Clone for CalendarIntervalSchedule {
+    fn clone(&self) -> Self {
+        Self {
+            interval: self.interval,
+            unit: self.unit,
+            zone: self.zone.clone(),
+            preserve_hour_of_day: self.preserve_hour_of_day,
+            skip_day_if_hour_does_not_exist: self.skip_day_if_hour_does_not_exist,
+            reached: Mutex::new(None),
+        }
+    }
 }
 
 impl CalendarIntervalSchedule {
@@ -92,8 +111,23 @@ impl CalendarIntervalSchedule {
             }
         }
         let before_give_up = |t: Timestamp| wall(t, zone).year() < GIVE_UP_YEAR;
+        let stepped_alone = matches!(self.unit, IntervalUnit::Month | IntervalUnit::Year);
+        if stepped_alone
+            && let Ok(reached) = self.reached.lock()
+            && let Some(reached) = *reached
+            && reached <= after
+        {
+            t = reached;
+        }
         while t <= after && before_give_up(t) {
-            t = step(t, interval);
+            let next = step(t, interval);
+            if stepped_alone
+                && next <= after
+                && let Ok(mut reached) = self.reached.lock()
+            {
+                *reached = Some(next);
+            }
+            t = next;
         }
         while self.hour_shift_needs_advance(&mut t, initial_hour, after) && before_give_up(t) {
             t = step(t, interval);

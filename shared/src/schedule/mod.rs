@@ -140,6 +140,7 @@ impl Schedule {
                     zone: zone(time_zone.as_deref())?,
                     preserve_hour_of_day: *preserve_hour_of_day_across_dst,
                     skip_day_if_hour_does_not_exist: *skip_day_if_hour_does_not_exist,
+                    reached: Default::default(),
                 })
             }
             ScheduleSpec::DailyTimeInterval {
