@@ -14,7 +14,6 @@ use chime_cli::commands::services::{Services, run_until};
 use chime_core::config::{Overrides, Settings};
 use chime_core::model::{TaskStatus, TaskView};
 use chime_core::store::{Store, tasks};
-use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -191,25 +190,9 @@ impl TestEnv {
         let topology = chime_core::bus::Topology::new(self.settings.prefix.clone());
         let conn = self.amqp().await?;
         let channel = conn.create_channel().await?;
-        let groups: Vec<String> = self.settings.worker.groups.clone();
-        let mut queues: Vec<String> = groups.iter().map(|g| topology.group_queue(g)).collect();
-        queues.extend([topology.submit_exchange(), topology.dead_exchange()]);
-        for queue in queues {
-            let _ = channel
-                .queue_delete(queue.into(), QueueDeleteOptions::default())
-                .await;
-        }
-        for exchange in [
-            topology.tasks_exchange(),
-            topology.events_exchange(),
-            topology.control_exchange(),
-            topology.submit_exchange(),
-            topology.dead_exchange(),
-        ] {
-            let _ = channel
-                .exchange_delete(exchange.into(), ExchangeDeleteOptions::default())
-                .await;
-        }
+        topology
+            .remove(&channel, &self.settings.worker.groups)
+            .await;
         let _ = conn.close(200, "done".into()).await;
         let (pg, _) = server_urls();
         let admin = sqlx::PgPool::connect(&format!("{pg}/postgres")).await?;

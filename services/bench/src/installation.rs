@@ -93,6 +93,17 @@ impl Installation {
             }
         }
         self.store.close().await;
+        // Its task messages were never meant to be consumed: remove them with their queues.
+        let topology = chime_core::bus::Topology::new(self.settings.prefix.clone());
+        let conn = lapin::Connection::connect(
+            &self.settings.amqp_url,
+            lapin::ConnectionProperties::default(),
+        )
+        .await?;
+        topology
+            .remove(&conn.create_channel().await?, &self.settings.worker.groups)
+            .await;
+        let _ = conn.close(200, "done".into()).await;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",
             self.database

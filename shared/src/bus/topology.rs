@@ -11,7 +11,10 @@
 //!
 //! Every declaration is idempotent and made after each (re)connection.
 
-use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::options::{
+    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
+};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{Channel, ExchangeKind};
 
@@ -141,6 +144,29 @@ impl Topology {
                 FieldTable::default(),
             )
             .await
+    }
+
+    /// Deletes this installation's queues (the given groups', submit, dead) and exchanges: for
+    /// throw-away installations (tests, benchmarks). Missing ones are ignored.
+    pub async fn remove(&self, channel: &Channel, groups: &[String]) {
+        let mut queues: Vec<String> = groups.iter().map(|g| self.group_queue(g)).collect();
+        queues.extend([self.submit_exchange(), self.dead_exchange()]);
+        for queue in queues {
+            let _ = channel
+                .queue_delete(queue.into(), QueueDeleteOptions::default())
+                .await;
+        }
+        for exchange in [
+            self.tasks_exchange(),
+            self.events_exchange(),
+            self.control_exchange(),
+            self.submit_exchange(),
+            self.dead_exchange(),
+        ] {
+            let _ = channel
+                .exchange_delete(exchange.into(), ExchangeDeleteOptions::default())
+                .await;
+        }
     }
 
     fn dead_lettered(&self, args: &mut FieldTable) {
