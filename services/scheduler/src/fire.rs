@@ -24,7 +24,7 @@ use chime_core::model::{MESSAGE_VERSION, TaskMessage};
 use chime_core::schedule::misfire::{self, MisfirePolicy};
 use chime_core::schedule::{Calendar, CalendarSpec, Schedule, ScheduleSpec};
 use chime_core::store::task_lifecycle::{TriggerFire, record_trigger_fires};
-use chime_core::store::{Store, StoreError};
+use chime_core::store::{Context, Store, StoreError};
 use jiff::{SignedDuration, Timestamp};
 use sqlx::FromRow;
 use sqlx::types::Json;
@@ -101,11 +101,11 @@ pub async fn fire_due(
         .pool()
         .begin()
         .await
-        .map_err(|e| db("starting a firing transaction", e))?;
+        .context("starting a firing transaction")?;
     let now: jiff_sqlx::Timestamp = sqlx::query_scalar("SELECT now()")
         .fetch_one(&mut *tx)
         .await
-        .map_err(|e| db("reading the clock", e))?;
+        .context("reading the clock")?;
     let now = now.to_jiff();
     let due: Vec<DueTrigger> = sqlx::query_as(
         r#"
@@ -132,13 +132,13 @@ pub async fn fire_due(
     .bind(settings.batch)
     .fetch_all(&mut *tx)
     .await
-    .map_err(|e| db("acquiring due triggers", e))?;
+    .context("acquiring due triggers")?;
     let mut round = Round {
         acquired: due.len(),
         ..Round::default()
     };
     if due.is_empty() {
-        tx.commit().await.map_err(|e| db("committing", e))?;
+        tx.commit().await.context("committing")?;
         return Ok(round);
     }
     let horizon = now + SignedDuration::try_from(settings.lookahead).unwrap_or_default();
@@ -174,7 +174,7 @@ pub async fn fire_due(
     }
     round.fired = record_trigger_fires(&mut tx, topology, instance_id, &fires).await?;
     advance_triggers(&mut tx, &advances).await?;
-    tx.commit().await.map_err(|e| db("committing fires", e))?;
+    tx.commit().await.context("committing fires")?;
     Ok(round)
 }
 
@@ -361,7 +361,7 @@ async fn advance_triggers(
     .bind(&starts)
     .execute(tx)
     .await
-    .map_err(|e| db("advancing triggers", e))?;
+    .context("advancing triggers")?;
     Ok(())
 }
 
@@ -379,7 +379,7 @@ pub async fn until_next_work(
     )
     .fetch_one(store.pool())
     .await
-    .map_err(|e| db("finding the next work", e))?;
+    .context("finding the next work")?;
     let trigger = trigger.map(|s| (s - lookahead.as_secs_f64()).max(0.0));
     let retry = retry.map(|s| s.max(0.0));
     Ok(match (trigger, retry) {
@@ -387,8 +387,4 @@ pub async fn until_next_work(
         (a, b) => a.or(b),
     }
     .map(Duration::from_secs_f64))
-}
-
-fn db(context: &'static str, source: sqlx::Error) -> StoreError {
-    StoreError::Database { context, source }
 }

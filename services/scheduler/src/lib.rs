@@ -12,7 +12,7 @@ use std::time::Duration;
 use chime_core::Node;
 use chime_core::bus::Topology;
 use chime_core::node::hostname;
-use chime_core::store::{Store, StoreError, notify, task_lifecycle, workers};
+use chime_core::store::{Context, Store, StoreError, notify, task_lifecycle, workers};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 use uuid::Uuid;
@@ -213,10 +213,7 @@ async fn check_in(
             .execute(store.pool())
             .await
     };
-    done.map_err(|source| StoreError::Database {
-        context: "checking in",
-        source,
-    })?;
+    done.context("checking in")?;
     Ok(())
 }
 

@@ -55,7 +55,8 @@ pub enum StoreError {
 }
 
 /// Adds what the store was doing to a driver error.
-pub(crate) trait Context<T> {
+pub trait Context<T> {
+    /// Wraps the error with `context`.
     fn context(self, context: &'static str) -> Result<T, StoreError>;
 }
 

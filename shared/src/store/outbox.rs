@@ -142,20 +142,3 @@ pub async fn unsent_count(store: &Store) -> Result<i64, StoreError> {
         .await
         .context("counting unsent outbox rows")
 }
-
-/// Writes one message to the outbox inside the caller's transaction.
-pub async fn enqueue(
-    tx: &mut sqlx::PgConnection,
-    exchange: &str,
-    routing_key: &str,
-    body: &serde_json::Value,
-) -> Result<(), StoreError> {
-    sqlx::query("INSERT INTO outbox (exchange, routing_key, body) VALUES ($1, $2, $3)")
-        .bind(exchange)
-        .bind(routing_key)
-        .bind(Json(body))
-        .execute(tx)
-        .await
-        .context("writing to the outbox")?;
-    Ok(())
-}
