@@ -3,6 +3,7 @@
 //! Layers, highest first: command-line flags (passed in as [`Overrides`]), `CHIME_*` environment
 //! variables, `DATABASE_URL` (for the database URL only), an optional `chime.toml`, defaults.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -55,6 +56,25 @@ pub struct Settings {
     pub worker: WorkerSettings,
     /// Scheduler settings (`[scheduler]` in chime.toml, `CHIME_SCHEDULER__…`).
     pub scheduler: SchedulerConfig,
+    /// Command templates: job kinds a worker runs as a command (`[executors.hive]
+    /// command = ["hive", "-e", "{content}"]`), keyed by kind.
+    #[serde(default)]
+    pub executors: BTreeMap<String, CommandTemplate>,
+}
+
+/// A job kind run as a command: each `{name}` in an argument is replaced by the task spec's
+/// field `name` (or `task_id`, `attempt`, `data_time`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandTemplate {
+    /// The argv, with `{placeholders}`.
+    pub command: Vec<String>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory (default: the worker's).
+    #[serde(default)]
+    pub cwd: Option<String>,
 }
 
 /// Settings of a scheduler instance.
@@ -195,6 +215,24 @@ impl Settings {
                 key: "scheduler",
                 message: "batch and checkin_interval_ms must be at least 1".into(),
             });
+        }
+        for (kind, template) in &self.executors {
+            if crate::model::kinds::BUILTIN_KINDS.contains(&kind.as_str()) {
+                return Err(ConfigError::Value {
+                    key: "executors",
+                    message: format!("{kind:?} is a built-in kind; name the template otherwise"),
+                });
+            }
+            if template
+                .command
+                .first()
+                .is_none_or(|program| program.is_empty())
+            {
+                return Err(ConfigError::Value {
+                    key: "executors",
+                    message: format!("executors.{kind}.command needs a program"),
+                });
+            }
         }
         if self.worker.concurrency == 0 {
             return Err(ConfigError::Value {

@@ -68,7 +68,13 @@ pub fn router(state: AppState) -> Router {
             routes::tasks::list_tasks
         ))
         .routes(routes!(routes::tasks::get_task))
+        .routes(routes!(routes::tasks::kill_task))
         .routes(routes!(routes::workers::list_workers))
+        .routes(routes!(routes::workers::list_kind_routes))
+        .routes(routes!(
+            routes::workers::set_kind_route,
+            routes::workers::delete_kind_route
+        ))
         .routes(routes!(routes::schedule::preview_schedule))
         .routes(routes!(routes::jobs::create_job, routes::jobs::list_jobs))
         .routes(routes!(

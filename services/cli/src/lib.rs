@@ -96,6 +96,31 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Routes job kinds to worker groups (`chime route set hive etl`).
+    #[command(subcommand)]
+    Route(RouteCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum RouteCommand {
+    /// Sends tasks and jobs of KIND without a group to GROUP.
+    Set {
+        /// The job kind.
+        kind: String,
+        /// The worker group.
+        group: String,
+    },
+    /// Lists the routes.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Removes KIND's route.
+    Delete {
+        /// The job kind.
+        kind: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -179,6 +204,12 @@ enum TaskCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Kills a task: a running one's process group dies; a waiting, ready or retrying one is
+    /// cancelled. Waits (up to 10 s) until a running task is recorded `killed`.
+    Kill {
+        /// The task's id.
+        id: uuid::Uuid,
     },
 }
 
@@ -287,6 +318,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Task(TaskCommand::Show { id, json }) => {
             commands::tasks::show(&client(&settings(global, None)?)?, id, json).await
         }
+        Command::Task(TaskCommand::Kill { id }) => {
+            commands::tasks::kill(&client(&settings(global, None)?)?, id).await
+        }
         Command::Schedule(ScheduleCommand::Preview(args)) => commands::schedule::run(args),
         Command::Bench(BenchCommand::Fire {
             triggers,
@@ -337,6 +371,18 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Workers { json } => {
             commands::workers::list(&client(&settings(global, None)?)?, json).await
+        }
+        Command::Route(command) => {
+            let client = client(&settings(global, None)?)?;
+            match command {
+                RouteCommand::Set { kind, group } => {
+                    commands::workers::set_route(&client, &kind, &group).await
+                }
+                RouteCommand::List { json } => commands::workers::list_routes(&client, json).await,
+                RouteCommand::Delete { kind } => {
+                    commands::workers::delete_route(&client, &kind).await
+                }
+            }
         }
     }
 }

@@ -128,11 +128,16 @@ async fn firing_loop(
         // per check-in interval, not every round.
         let recovery = if last_recovery.elapsed() >= settings.checkin_interval {
             last_recovery = std::time::Instant::now();
+            if let Err(error) = workers::mark_disconnected(store, workers::STALE_AFTER).await {
+                warn!(%error, "marking silent workers disconnected failed");
+            }
             task_lifecycle::recover_lost_attempts(
                 store,
                 topology,
                 workers::STALE_AFTER,
-                settings.firing.batch,
+                task_lifecycle::LostScope::All {
+                    limit: settings.firing.batch,
+                },
             )
             .await
         } else {

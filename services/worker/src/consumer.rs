@@ -1,7 +1,7 @@
 //! Where task messages are consumed: one consumer per worker-group queue, on its own channel with
 //! prefetch = concurrency, rebuilt whenever the broker connection is.
 //!
-//! Each delivery is handed to [`crate::delivery::handle`] in its own task; the worker's semaphore
+//! Each delivery is handed to [`crate::delivery`] (or [`crate::control`]) in its own task; the worker's semaphore
 //! bounds how many run at once. On shutdown the consumer is cancelled; deliveries not yet started
 //! go back to the queue (nack with requeue) and the channel stays open until the running ones are
 //! acked.
@@ -27,6 +27,8 @@ pub enum QueueKind {
     Group,
     /// The `<prefix>.submit` queue of ad-hoc submissions.
     Submit,
+    /// This worker's own command queue (`<prefix>.worker.<id>`).
+    Control,
 }
 
 /// Consumes `queue` until shutdown, reconnecting as needed.
@@ -52,7 +54,12 @@ pub async fn consume(
                 .basic_consume(
                     queue.clone().into(),
                     tag.clone().into(),
-                    BasicConsumeOptions::default(),
+                    BasicConsumeOptions {
+                        // A command is acted on at once or not at all (the heartbeat is the
+                        // backstop), so it needs no ack.
+                        no_ack: matches!(kind, QueueKind::Control),
+                        ..BasicConsumeOptions::default()
+                    },
                     FieldTable::default(),
                 )
                 .await
@@ -110,11 +117,20 @@ async fn open(
     channel
         .basic_qos(worker.concurrency, BasicQosOptions::default())
         .await?;
-    if let QueueKind::Group = kind {
-        let group = queue
-            .strip_prefix(&format!("{}.group.", worker.topology().prefix()))
-            .unwrap_or(queue);
-        worker.topology().declare_group(&channel, group).await?;
+    match kind {
+        QueueKind::Group => {
+            let group = queue
+                .strip_prefix(&format!("{}.group.", worker.topology().prefix()))
+                .unwrap_or(queue);
+            worker.topology().declare_group(&channel, group).await?;
+        }
+        QueueKind::Control => {
+            worker
+                .topology()
+                .declare_worker_queue(&channel, &worker.identity.id.to_string())
+                .await?;
+        }
+        QueueKind::Submit => {}
     }
     Ok(channel)
 }

@@ -4,7 +4,8 @@
 //!   decode ──poison──▶ dead-letter with the reason, ack
 //!     │
 //!   start_attempt (ready → running for this exact attempt) ──nothing moved──▶ ack, drop
-//!     │                                                      (duplicate, stale or killed)
+//!     │                                  (duplicate, stale or killed; a redelivery whose worker
+//!     │                                   disconnected recovers that worker's attempt first)
 //!   execute (timeout, process group)
 //!     │
 //!   finish_attempt (outcome + event in one commit) ──▶ ack
@@ -20,10 +21,11 @@ use chime_core::bus::dead_letter;
 use chime_core::model::TaskMessage;
 use chime_core::model::message::{SubmitMessage, decode};
 use chime_core::store::task_lifecycle::{self, FinishedAttempt};
+use chime_core::store::workers;
 use lapin::Channel;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
-use tracing::{Instrument, debug, info_span, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::Worker;
 use crate::executor::Attempt;
@@ -52,6 +54,9 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         match started {
             Ok(true) => {}
             Ok(false) => {
+                if delivery.redelivered {
+                    recover_if_orphaned(worker, &message).await;
+                }
                 debug!("not ready for this attempt (duplicate, stale or killed); dropping");
                 metrics::counter!("chime_worker_duplicates_total").increment(1);
                 ack(&delivery).await;
@@ -66,11 +71,13 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         }
         metrics::gauge!("chime_worker_running").increment(1.0);
         let started_at = std::time::Instant::now();
-        let attempt = Attempt::new(message, worker.stop_attempts.child_token());
+        let kill = worker.track(message.task_id, message.attempt);
+        let attempt = Attempt::new(message, worker.stop_attempts.child_token(), kill);
         let end = worker.executors.execute(&attempt).await;
+        worker.untrack(attempt.message.task_id);
         metrics::gauge!("chime_worker_running").decrement(1.0);
         metrics::histogram!("chime_worker_attempt_seconds").record(started_at.elapsed());
-        let outcome = outcome_label(&end);
+        let outcome = end.outcome().as_str();
         let finished = FinishedAttempt {
             message: &attempt.message,
             worker: &worker.identity,
@@ -83,6 +90,48 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
     }
     .instrument(span)
     .await
+}
+
+/// A redelivered message whose attempt is `running` under another worker: RabbitMQ redelivers
+/// when the consumer's channel closes, so if that worker's connection is gone (its exclusive
+/// command queue no longer exists) the attempt is lost, and is recovered now rather than when its
+/// heartbeat goes stale: re-run with `requests_recovery`, else the failed policy.
+async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
+    let owner =
+        workers::running_attempt_owner(&worker.store, message.task_id, message.attempt).await;
+    let owner = match owner {
+        Ok(Some(owner)) if owner != worker.identity.id => owner,
+        Ok(_) => return,
+        Err(error) => {
+            warn!(%error, "cannot check the redelivered attempt's worker");
+            return;
+        }
+    };
+    let queue = worker.topology().worker_queue(&owner.to_string());
+    if worker.broker.queue_exists(&queue).await != Some(false) {
+        // Connected (or unknown): leave it to its worker, or to the heartbeat-based recovery.
+        return;
+    }
+    let scope = task_lifecycle::LostScope::Attempt {
+        task_id: message.task_id,
+        attempt: message.attempt,
+        worker_id: owner,
+    };
+    match task_lifecycle::recover_lost_attempts(
+        &worker.store,
+        worker.topology(),
+        workers::STALE_AFTER,
+        scope,
+    )
+    .await
+    {
+        Ok(0) => {}
+        Ok(_) => {
+            info!(worker = %owner, "recovered the attempt of a worker that disconnected");
+            metrics::counter!("chime_worker_attempts_recovered_total").increment(1);
+        }
+        Err(error) => warn!(%error, "cannot recover the attempt; the scheduler's recovery will"),
+    }
 }
 
 /// Handles an ad-hoc submission from `<prefix>.submit`: writes the task (with its outbox message)
@@ -186,13 +235,5 @@ async fn ack(delivery: &Delivery) {
             debug!("ack not sent (channel gone); the message will come again and be dropped")
         }
         Err(error) => debug!(%error, "ack failed; the message will come again and be dropped"),
-    }
-}
-
-fn outcome_label(end: &task_lifecycle::AttemptEnd) -> &'static str {
-    match end {
-        task_lifecycle::AttemptEnd::Succeeded(_) => "succeeded",
-        task_lifecycle::AttemptEnd::Failed { .. } => "failed",
-        task_lifecycle::AttemptEnd::Rejected { .. } => "rejected",
     }
 }

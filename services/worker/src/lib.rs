@@ -2,17 +2,20 @@
 //!
 //! - [`consumer`]: where messages are consumed (one consumer per queue, rebuilt on reconnect);
 //! - [`delivery`]: what happens to one delivery, from decode to ack;
-//! - [`executor`]: the kinds a worker runs (shell, noop);
+//! - [`executor`]: the kinds a worker runs (shell, http, noop, command templates);
+//! - [`control`]: kill commands addressed to this worker;
 //! - this file: the worker's lifetime — register, heartbeat, consume, drain, go offline.
 //!
 //! A worker also consumes `<prefix>.submit`, turning ad-hoc submissions from any AMQP client into
-//! task rows.
+//! task rows, and its own `<prefix>.worker.<id>` queue of commands.
 
 pub mod consumer;
+pub mod control;
 pub mod delivery;
 pub mod executor;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chime_core::Node;
@@ -38,6 +41,16 @@ pub enum WorkerError {
     /// Its registration failed.
     #[error("registering the worker: {0}")]
     Register(#[source] StoreError),
+    /// Its HTTP client could not be built.
+    #[error("building the http executor's client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+}
+
+/// An attempt this worker runs, and how to kill it.
+#[derive(Debug)]
+struct RunningAttempt {
+    attempt: i32,
+    kill: CancellationToken,
 }
 
 /// One running worker: what every consumer and attempt of it shares.
@@ -51,6 +64,9 @@ pub struct Worker {
     executors: Executors,
     permits: Arc<Semaphore>,
     attempts: TaskTracker,
+    /// The attempts running now, by task: where a kill command finds its process. Held only for
+    /// map updates, never across an await.
+    running: Mutex<HashMap<Uuid, RunningAttempt>>,
     /// Cancelled when the worker stops taking work.
     draining: CancellationToken,
     /// Cancelled when the grace period is over: running attempts are interrupted.
@@ -73,6 +89,42 @@ impl Worker {
         }
     }
 
+    /// Records a started attempt; returns the token that kills it.
+    fn track(&self, task_id: Uuid, attempt: i32) -> CancellationToken {
+        let kill = CancellationToken::new();
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(
+                task_id,
+                RunningAttempt {
+                    attempt,
+                    kill: kill.clone(),
+                },
+            );
+        }
+        kill
+    }
+
+    /// Forgets an attempt that ended.
+    fn untrack(&self, task_id: Uuid) {
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(&task_id);
+        }
+    }
+
+    /// Kills `attempt` of a task if this worker runs it; returns whether it did.
+    fn kill(&self, task_id: Uuid, attempt: i32) -> bool {
+        let Ok(running) = self.running.lock() else {
+            return false;
+        };
+        match running.get(&task_id) {
+            Some(run) if run.attempt == attempt => {
+                run.kill.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn spawn_delivery(
         self: &Arc<Self>,
         channel: Channel,
@@ -87,6 +139,7 @@ impl Worker {
                 QueueKind::Submit => {
                     delivery::handle_submission(&worker, channel, &queue, delivery).await
                 }
+                QueueKind::Control => control::handle(&worker, delivery).await,
             }
         });
     }
@@ -110,7 +163,8 @@ pub async fn run(
             &short[short.len() - 4..]
         ),
     };
-    let executors = Executors::new(settings.output_tail_bytes);
+    let executors = Executors::new(settings.output_tail_bytes, node.settings.executors.clone())
+        .map_err(WorkerError::HttpClient)?;
     let kinds = executors.kinds();
     workers::register(
         &node.store,
@@ -133,6 +187,7 @@ pub async fn run(
         executors,
         permits: Arc::new(Semaphore::new(usize::from(settings.concurrency))),
         attempts: TaskTracker::new(),
+        running: Mutex::new(HashMap::new()),
         draining: CancellationToken::new(),
         stop_attempts: CancellationToken::new(),
         hard_stop: CancellationToken::new(),
@@ -160,6 +215,15 @@ pub async fn run(
             worker.draining.clone(),
         ));
         consumers.close();
+        // Kill commands must reach running attempts while the worker drains: this consumer stops
+        // with the heartbeat, after the last attempt.
+        let stop_control = CancellationToken::new();
+        let control = tokio::spawn(consumer::consume(
+            worker.clone(),
+            topology.worker_queue(&worker.identity.id.to_string()),
+            QueueKind::Control,
+            stop_control.clone(),
+        ));
 
         shutdown.cancelled().await;
         info!("draining");
@@ -189,7 +253,9 @@ pub async fn run(
             }
         }
         stop_heartbeat.cancel();
+        stop_control.cancel();
         let _ = heartbeat.await;
+        let _ = control.await;
         if let Err(error) = workers::set_status(&worker.store, worker.identity.id, "offline").await
         {
             warn!(%error, "cannot mark the worker offline");
@@ -211,7 +277,14 @@ async fn heartbeat_loop(worker: Arc<Worker>, stop: CancellationToken) {
                 _ = tick.tick() => {}
             }
             match workers::heartbeat(&worker.store, worker.identity.id).await {
-                Ok(()) => metrics::counter!("chime_worker_heartbeats_total").increment(1),
+                Ok(kills) => {
+                    metrics::counter!("chime_worker_heartbeats_total").increment(1);
+                    for (task_id, attempt) in kills {
+                        if worker.kill(task_id, attempt) {
+                            info!(%task_id, attempt, "killing a task whose kill command was missed");
+                        }
+                    }
+                }
                 Err(error) => warn!(%error, "heartbeat failed"),
             }
         }

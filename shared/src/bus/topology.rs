@@ -6,6 +6,7 @@
 //! | `<p>.group.<group>`   | quorum queue             | tasks for one worker group                |
 //! | `<p>.events`          | topic exchange           | `task.<status>.<group>` lifecycle events  |
 //! | `<p>.control`         | direct exchange          | kill and drain commands, key = worker id  |
+//! | `<p>.worker.<id>`     | exclusive queue          | one worker's commands                     |
 //! | `<p>.submit`          | direct exchange + queue  | ad-hoc tasks from any AMQP client         |
 //! | `<p>.dead`            | fanout exchange + queue  | poison and undeliverable messages         |
 //!
@@ -144,6 +145,39 @@ impl Topology {
                 FieldTable::default(),
             )
             .await
+    }
+
+    /// A worker's own command queue (kill), bound to the control exchange by the worker's id.
+    pub fn worker_queue(&self, worker_id: &str) -> String {
+        format!("{}.worker.{worker_id}", self.prefix)
+    }
+
+    /// Declares a worker's command queue: exclusive to its connection and deleted with it (a
+    /// command for a worker that is gone has no one to act on it; recovery handles its tasks).
+    pub async fn declare_worker_queue(
+        &self,
+        channel: &Channel,
+        worker_id: &str,
+    ) -> lapin::Result<String> {
+        let queue = self.worker_queue(worker_id);
+        let options = QueueDeclareOptions {
+            exclusive: true,
+            auto_delete: true,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare(queue.clone().into(), options, FieldTable::default())
+            .await?;
+        channel
+            .queue_bind(
+                queue.clone().into(),
+                self.control_exchange().into(),
+                worker_id.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        Ok(queue)
     }
 
     /// Deletes this installation's queues (the given groups', submit, dead) and exchanges: for

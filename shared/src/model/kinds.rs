@@ -31,6 +31,36 @@ pub enum ShellCommand {
     Script(String),
 }
 
+/// Makes an HTTP request: `{"url": "https://…", "method": "POST", "headers": {…}, "body": …,
+/// "expected_status": [200, 201]}`. A string body is sent as it is; any other JSON body is sent
+/// as JSON. Without `expected_status`, any 2xx succeeds. 429 and 503 reject the attempt (try
+/// later, honouring Retry-After); any other status fails it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSpec {
+    /// An absolute http or https URL.
+    pub url: String,
+    /// The method (default GET).
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The request body.
+    #[serde(default)]
+    pub body: Option<serde_json::Value>,
+    /// The statuses that mean success (default: any 2xx).
+    #[serde(default)]
+    pub expected_status: Vec<u16>,
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+
+/// The methods an http task may use.
+pub const HTTP_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
 /// Does nothing, optionally for a while: for tests and benchmarks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +81,9 @@ pub enum SpecError {
         /// What serde said.
         message: String,
     },
+    /// The http spec's URL or method is not usable.
+    #[error("invalid http spec: {0}")]
+    Http(String),
     /// The shell command is empty.
     #[error("a shell task needs a command: a non-empty argv or script")]
     EmptyCommand,
@@ -78,6 +111,57 @@ impl ShellSpec {
     }
 }
 
+impl HttpSpec {
+    /// Parses and checks an http spec.
+    pub fn parse(spec: &serde_json::Value) -> Result<Self, SpecError> {
+        let mut parsed: Self =
+            serde_json::from_value(spec.clone()).map_err(|e| SpecError::Invalid {
+                kind: "http",
+                message: e.to_string(),
+            })?;
+        parsed.method = parsed.method.to_ascii_uppercase();
+        if !HTTP_METHODS.contains(&parsed.method.as_str()) {
+            return Err(SpecError::Http(format!(
+                "method {:?} is not one of {}",
+                parsed.method,
+                HTTP_METHODS.join(", ")
+            )));
+        }
+        let scheme_ok = ["http://", "https://"].iter().any(|scheme| {
+            parsed
+                .url
+                .get(..scheme.len())
+                .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+                && parsed.url.len() > scheme.len()
+        });
+        if !scheme_ok {
+            return Err(SpecError::Http(format!(
+                "url {:?} must be an absolute http:// or https:// URL",
+                parsed.url
+            )));
+        }
+        if let Some(bad) = parsed
+            .expected_status
+            .iter()
+            .find(|s| !(100..=599).contains(*s))
+        {
+            return Err(SpecError::Http(format!(
+                "expected_status {bad} is not an HTTP status"
+            )));
+        }
+        Ok(parsed)
+    }
+
+    /// Whether `status` means success.
+    pub fn is_expected(&self, status: u16) -> bool {
+        if self.expected_status.is_empty() {
+            (200..300).contains(&status)
+        } else {
+            self.expected_status.contains(&status)
+        }
+    }
+}
+
 impl NoopSpec {
     /// Parses a noop spec (`null` and `{}` are both an instant no-op).
     pub fn parse(spec: &serde_json::Value) -> Result<Self, SpecError> {
@@ -97,6 +181,7 @@ pub fn validate_builtin_spec(kind: &str, spec: &serde_json::Value) -> Result<(),
     match kind {
         "shell" => ShellSpec::parse(spec).map(drop),
         "noop" => NoopSpec::parse(spec).map(drop),
+        "http" => HttpSpec::parse(spec).map(drop),
         _ => Ok(()),
     }
 }
@@ -132,6 +217,20 @@ mod tests {
         ));
         assert!(ShellSpec::parse(&json!({})).is_err());
         assert!(ShellSpec::parse(&json!({"command": "x", "bogus": 1})).is_err());
+    }
+
+    #[test]
+    fn http_spec_checks_url_method_and_statuses() {
+        let spec = HttpSpec::parse(&json!({"url": "http://x/y", "method": "post"})).unwrap();
+        assert_eq!(spec.method, "POST");
+        assert!(spec.is_expected(204) && !spec.is_expected(301));
+        let listed = HttpSpec::parse(&json!({"url": "https://x", "expected_status": [301]}));
+        assert!(listed.unwrap().is_expected(301));
+        assert!(HttpSpec::parse(&json!({"url": "ftp://x"})).is_err());
+        assert!(HttpSpec::parse(&json!({"url": "http://"})).is_err());
+        assert!(HttpSpec::parse(&json!({"url": "http://x", "method": "BREW"})).is_err());
+        assert!(HttpSpec::parse(&json!({"url": "http://x", "expected_status": [42]})).is_err());
+        assert!(HttpSpec::parse(&json!({"uri": "http://x"})).is_err());
     }
 
     #[test]

@@ -91,6 +91,27 @@ impl TaskEvent {
     }
 }
 
+/// A command for one worker, published to `<prefix>.control` with the worker's id as routing key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlMessage {
+    /// Schema version.
+    pub v: u32,
+    /// What to do.
+    pub command: ControlCommand,
+    /// The task it is about.
+    pub task_id: Uuid,
+    /// The attempt it is about: a command for an older attempt does nothing.
+    pub attempt: i32,
+}
+
+/// What a [`ControlMessage`] asks of a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlCommand {
+    /// Kill the attempt's process group; the task ends `killed`.
+    Kill,
+}
+
 /// An ad-hoc task published by any AMQP client to `<prefix>.submit`: the fields of [`NewTask`]
 /// beside `v`.
 #[derive(Debug, Clone)]

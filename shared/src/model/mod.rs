@@ -6,8 +6,11 @@ pub mod message;
 pub mod submission;
 pub mod task;
 
-pub use kinds::{NoopSpec, ShellCommand, ShellSpec, SpecError};
-pub use message::{MESSAGE_VERSION, MessageError, SubmitMessage, TaskEvent, TaskMessage};
+pub use kinds::{HttpSpec, NoopSpec, ShellCommand, ShellSpec, SpecError};
+pub use message::{
+    ControlCommand, ControlMessage, MESSAGE_VERSION, MessageError, SubmitMessage, TaskEvent,
+    TaskMessage,
+};
 pub use submission::{Backoff, MAX_PAYLOAD_BYTES, NewTask, SubmissionError};
 pub use task::{
     AttemptOutcome, AttemptView, JobRef, TaskResult, TaskStatus, TaskView, UnknownStatus,

@@ -33,6 +33,30 @@ pub enum Backoff {
     },
 }
 
+impl Backoff {
+    /// Checks the numbers: factor at least 1, jitter between 0 and 1.
+    pub fn validate(&self) -> Result<(), SubmissionError> {
+        match *self {
+            Self::Fixed => Ok(()),
+            Self::Exponential { factor, jitter, .. } => {
+                if !(factor.is_finite() && factor >= 1.0) {
+                    return Err(SubmissionError::OutOfRange {
+                        field: "backoff.factor",
+                        expected: "at least 1",
+                    });
+                }
+                if !(0.0..=1.0).contains(&jitter) {
+                    return Err(SubmissionError::OutOfRange {
+                        field: "backoff.jitter",
+                        expected: "between 0 and 1",
+                    });
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 fn default_factor() -> f64 {
     2.0
 }
@@ -165,6 +189,9 @@ impl NewTask {
                 field: "timeout_ms",
                 expected: "positive",
             });
+        }
+        if let Some(backoff) = &self.backoff {
+            backoff.validate()?;
         }
         Ok(())
     }

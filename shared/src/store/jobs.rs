@@ -6,9 +6,9 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 use utoipa::ToSchema;
 
-use super::{Context, Store, StoreError};
+use super::{Context, Store, StoreError, kind_routes};
 use crate::config::is_valid_name;
-use crate::model::kinds::{BUILTIN_KINDS, validate_builtin_spec};
+use crate::model::kinds::validate_builtin_spec;
 use crate::model::{Backoff, MAX_PAYLOAD_BYTES};
 
 /// A job as the API takes it.
@@ -167,6 +167,11 @@ impl NewJob {
         if self.spec.to_string().len() + self.data.to_string().len() > MAX_PAYLOAD_BYTES {
             return invalid(format!("spec and data are over {MAX_PAYLOAD_BYTES} bytes"));
         }
+        if let Some(backoff) = &self.backoff {
+            backoff
+                .validate()
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        }
         if let Some(period) = &self.data_time_period
             && !["minute", "hour", "day", "week", "month"].contains(&period.as_str())
         {
@@ -201,24 +206,8 @@ pub async fn update(
 
 async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, StoreError> {
     job.validate()?;
-    let builtin = BUILTIN_KINDS.contains(&job.kind.as_str());
-    let route: Option<String> = if job.worker_group.is_none() || !builtin {
-        sqlx::query_scalar("SELECT worker_group FROM job_kind_routes WHERE kind = $1")
-            .bind(&job.kind)
-            .fetch_optional(store.pool())
-            .await
-            .context("looking up the kind's route")?
-    } else {
-        None
-    };
-    if !builtin && route.is_none() {
-        return Err(StoreError::UnknownKind(job.kind));
-    }
-    let worker_group = job
-        .worker_group
-        .clone()
-        .or(route)
-        .unwrap_or_else(|| "default".into());
+    let worker_group =
+        kind_routes::resolve_group(store, &job.kind, job.worker_group.as_deref()).await?;
     let group = job.group.clone().unwrap_or_else(|| "default".into());
     let backoff = serde_json::to_value(job.backoff.clone().unwrap_or_default())
         .unwrap_or_else(|_| serde_json::json!({"kind": "fixed"}));

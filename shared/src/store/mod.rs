@@ -5,6 +5,7 @@
 
 pub mod calendars;
 pub mod jobs;
+pub mod kind_routes;
 pub mod notify;
 pub mod outbox;
 pub mod task_lifecycle;
@@ -37,8 +38,11 @@ pub enum StoreError {
     /// Migrations could not be applied.
     #[error("applying migrations: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    /// A kind that is neither built in nor routed.
-    #[error("unknown kind {0:?}: use shell, http, noop, or a kind routed to a worker group")]
+    /// A kind that is neither built in, routed, nor offered by a live worker.
+    #[error(
+        "unknown kind {0:?}: use shell, http, noop, a kind routed to a worker group (chime route \
+         set), or a kind a running worker has a command template for"
+    )]
     UnknownKind(String),
     /// No such task.
     #[error("task {0} not found")]

@@ -18,12 +18,9 @@ use serde_json::json;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Context, Store, StoreError};
+use super::{Context, Store, StoreError, kind_routes};
 use crate::bus::Topology;
-use crate::model::{
-    AttemptOutcome, MESSAGE_VERSION, NewTask, TaskEvent, TaskMessage, TaskResult, TaskStatus,
-    kinds::BUILTIN_KINDS,
-};
+use crate::model::{AttemptOutcome, MESSAGE_VERSION, NewTask, TaskMessage, TaskResult, TaskStatus};
 
 /// The result of a submission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,18 +45,36 @@ pub struct WorkerIdentity {
 pub enum AttemptEnd {
     /// It ran and succeeded.
     Succeeded(TaskResult),
-    /// It ran and failed; `reason` is a short word (failed, timeout, error).
+    /// It ran and failed; the failed budget decides between `retrying` and `failed`.
     Failed {
         /// What it produced.
         result: TaskResult,
-        /// Why, in one word.
+        /// Why, in one word (failed, timeout, error, interrupted).
         reason: &'static str,
     },
-    /// The worker could not take it.
+    /// The worker could not take it (draining, no executor, execute_user not allowed) or the job
+    /// asked to be tried later (exit 75, http 429/503); the reject budget decides.
     Rejected {
         /// Why.
         error: String,
+        /// The earliest the next attempt may run, when the job said so (http Retry-After); the
+        /// task's reject interval applies if it is longer.
+        retry_after: Option<std::time::Duration>,
     },
+    /// It was killed on request (`chime task kill`).
+    Killed(TaskResult),
+}
+
+impl AttemptEnd {
+    /// The attempt's outcome.
+    pub fn outcome(&self) -> AttemptOutcome {
+        match self {
+            Self::Succeeded(_) => AttemptOutcome::Succeeded,
+            Self::Failed { .. } => AttemptOutcome::Failed,
+            Self::Rejected { .. } => AttemptOutcome::Rejected,
+            Self::Killed(_) => AttemptOutcome::Killed,
+        }
+    }
 }
 
 /// An attempt's end, fenced by the attempt and the worker that ran it.
@@ -75,31 +90,14 @@ pub struct FinishedAttempt<'a> {
 
 /// Creates a `ready` ad-hoc task and its task message, in one statement.
 ///
-/// The group defaults to the kind's route, else `default`. A kind that is neither built in nor
-/// routed is refused. With a client-chosen id that exists already, nothing is written.
+/// The group is resolved by [`kind_routes::resolve_group`]; an unknown kind is refused. With a client-chosen id that exists already,
+/// nothing is written.
 pub async fn submit(
     store: &Store,
     topology: &Topology,
     task: NewTask,
 ) -> Result<Submitted, StoreError> {
-    let builtin = BUILTIN_KINDS.contains(&task.kind.as_str());
-    let group = match (&task.group, builtin) {
-        (Some(group), true) => group.clone(),
-        _ => {
-            let route: Option<String> =
-                sqlx::query_scalar("SELECT worker_group FROM job_kind_routes WHERE kind = $1")
-                    .bind(&task.kind)
-                    .fetch_optional(store.pool())
-                    .await
-                    .context("looking up the kind's route")?;
-            match (route, &task.group, builtin) {
-                (None, _, false) => return Err(StoreError::UnknownKind(task.kind)),
-                (_, Some(group), _) => group.clone(),
-                (Some(route), None, _) => route,
-                (None, None, true) => "default".to_string(),
-            }
-        }
-    };
+    let group = kind_routes::resolve_group(store, &task.kind, task.group.as_deref()).await?;
     let id = task.id.unwrap_or_else(Uuid::now_v7);
     let spec = if task.spec.is_null() {
         json!({})
@@ -202,8 +200,13 @@ pub async fn start_attempt(
     Ok(started.is_some())
 }
 
-/// `running → succeeded | failed` for the attempt this worker runs, closing the attempt's row and
-/// writing the task's event to the outbox.
+/// `running → succeeded | retrying | failed | killed` for the attempt this worker runs: closes the
+/// attempt's row and writes the task's event to the outbox, in one statement.
+///
+/// A rejected attempt uses the reject budget and a failed one the failed budget, never each
+/// other's: with budget left the task is `retrying` until `next_attempt_at` (the budget's interval
+/// with the task's backoff, see `retry_delay` in the migrations), else `failed` with the reason.
+/// A task that ends (not `retrying`) lets its job's blocked triggers fire again.
 ///
 /// Returns false when the attempt is no longer this worker's (killed, or recovered elsewhere).
 pub async fn finish_attempt(
@@ -212,61 +215,64 @@ pub async fn finish_attempt(
     finished: FinishedAttempt<'_>,
 ) -> Result<bool, StoreError> {
     let message = finished.message;
-    let (status, outcome, reason, result) = match finished.end {
-        AttemptEnd::Succeeded(result) => (
-            TaskStatus::Succeeded,
-            AttemptOutcome::Succeeded,
-            None,
-            result,
-        ),
-        AttemptEnd::Failed { result, reason } => (
-            TaskStatus::Failed,
-            AttemptOutcome::Failed,
-            Some(reason),
-            result,
-        ),
-        AttemptEnd::Rejected { error } => (
-            TaskStatus::Failed,
-            AttemptOutcome::Rejected,
+    let outcome = finished.end.outcome();
+    let (reason, result, retry_after) = match finished.end {
+        AttemptEnd::Succeeded(result) => (None, result, None),
+        AttemptEnd::Failed { result, reason } => (Some(reason), result, None),
+        AttemptEnd::Rejected { error, retry_after } => (
             Some("rejected"),
             TaskResult {
                 error: Some(error),
                 ..TaskResult::default()
             },
+            retry_after,
         ),
+        AttemptEnd::Killed(result) => (Some("killed"), result, None),
     };
-    let event = TaskEvent {
-        v: MESSAGE_VERSION,
-        task_id: message.task_id,
-        attempt: message.attempt,
-        status,
-        group: message.group.clone(),
-        job_id: None,
-        data_time: message.data_time,
-        reason: reason.map(str::to_owned),
-        // replaced by the database's finish time below
-        at: jiff::Timestamp::UNIX_EPOCH,
-    };
+    let retry_after_ms =
+        retry_after.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let moved: Option<Uuid> = sqlx::query_scalar(
         r#"
-        WITH done AS (
-            UPDATE tasks SET status = $4, finished_at = now(), reason = $5, result = $6
+        WITH current AS (
+            -- the retry's delay when the outcome's budget has some left, else null
+            SELECT id, CASE
+                WHEN $4 = 'rejected' AND rejects < reject_retries THEN greatest(
+                    retry_delay(backoff, reject_interval_ms, rejects + 1),
+                    make_interval(secs => $7 / 1000.0))
+                WHEN $4 = 'failed' AND failures < failed_retries THEN
+                    retry_delay(backoff, failed_interval_ms, failures + 1)
+                END AS retry_in
+            FROM tasks
             WHERE id = $1 AND attempt = $2 AND status = 'running' AND worker_id = $3
-            RETURNING id, attempt, job_id, finished_at
+            FOR UPDATE
+        ), done AS (
+            UPDATE tasks t SET
+                status = CASE WHEN c.retry_in IS NOT NULL THEN 'retrying'
+                              WHEN $4 = 'rejected' THEN 'failed'
+                              ELSE $4 END,
+                rejects = t.rejects + ($4 = 'rejected')::int,
+                failures = t.failures + ($4 = 'failed')::int,
+                next_attempt_at = now() + c.retry_in,
+                finished_at = CASE WHEN c.retry_in IS NULL THEN now() END,
+                reason = $5, result = $6
+            FROM current c WHERE t.id = c.id
+            RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time,
+                      now() AS at
         ), attempt AS (
             UPDATE task_attempts a
-            SET outcome = $7, finished_at = done.finished_at, exit_code = $8, error = $9
+            SET outcome = $4, finished_at = done.at, exit_code = $8, error = $9
             FROM done
             WHERE a.task_id = done.id AND a.attempt = done.attempt
         ), unblocked AS (
-            -- a job that allows one task at a time may fire again
+            -- a job that allows one task at a time may fire again once its task has ended
             UPDATE triggers SET state = 'waiting'
-            FROM done WHERE triggers.job_id = done.job_id AND triggers.state = 'blocked'
+            FROM done
+            WHERE triggers.job_id = done.job_id AND triggers.state = 'blocked'
+              AND done.status <> 'retrying'
         ), event AS (
             INSERT INTO outbox (exchange, routing_key, body)
-            SELECT $10, $11,
-                   jsonb_set(jsonb_set($12::jsonb, '{at}', to_jsonb(done.finished_at)),
-                             '{job_id}', coalesce(to_jsonb(done.job_id), 'null'))
+            SELECT $10, 'task.' || status || '.' || worker_group,
+                   task_event(id, attempt, status, worker_group, job_id, data_time, $5, at)
             FROM done
         )
         SELECT id FROM done
@@ -275,15 +281,13 @@ pub async fn finish_attempt(
     .bind(message.task_id)
     .bind(message.attempt)
     .bind(finished.worker.id)
-    .bind(status.as_str())
+    .bind(outcome.as_str())
     .bind(reason)
     .bind(Json(&result))
-    .bind(outcome.as_str())
+    .bind(retry_after_ms)
     .bind(result.exit_code)
     .bind(&result.error)
     .bind(topology.events_exchange())
-    .bind(event.routing_key())
-    .bind(Json(&event))
     .fetch_optional(store.pool())
     .await
     .context("finishing the attempt")?;
@@ -552,26 +556,52 @@ pub async fn release_due_retries(
 /// The advisory lock that lets one scheduler instance at a time recover lost attempts.
 const RECOVERY_LOCK: i64 = 0x6368_696d_6572_6563; // "chimerec"
 
-/// `running → ready (next attempt) | retrying | failed` for attempts whose worker is gone (offline,
-/// or no heartbeat for `stale_after`): the attempt is closed as `lost`; a job that requests
-/// recovery runs again as the next attempt, otherwise the failed budget decides. One instance at
-/// a time (advisory lock); returns how many attempts were recovered. A worker presumed dead that
-/// comes back finds its attempt fenced off: every worker write names (task, attempt, worker).
+/// Which running attempts [`recover_lost_attempts`] looks at.
+#[derive(Debug, Clone, Copy)]
+pub enum LostScope {
+    /// Every attempt whose worker is gone, oldest first, up to a limit.
+    All {
+        /// The most to recover in one call.
+        limit: i64,
+    },
+    /// Only this attempt, known to be lost: a redelivered message found it running under a worker
+    /// whose broker connection is gone (its exclusive command queue no longer exists).
+    Attempt {
+        /// The task.
+        task_id: Uuid,
+        /// The attempt.
+        attempt: i32,
+        /// The worker that ran it.
+        worker_id: Uuid,
+    },
+}
+
+/// `running → ready (next attempt) | retrying | failed | killed` for attempts whose worker is
+/// gone (offline, or no heartbeat for `stale_after`): the attempt is closed as `lost`; a task
+/// whose kill was requested ends `killed`; a job that requests recovery runs again as the next
+/// attempt; otherwise the failed budget decides (reason `lost`). One caller at a time (advisory
+/// lock); returns how many attempts were recovered. A worker presumed dead that comes back finds
+/// its attempt fenced off: every worker write names (task, attempt, worker).
 pub async fn recover_lost_attempts(
     store: &Store,
     topology: &Topology,
     stale_after: std::time::Duration,
-    limit: i64,
+    scope: LostScope,
 ) -> Result<usize, StoreError> {
     #[derive(sqlx::FromRow)]
-    struct Lost {
+    struct Recovered {
         #[sqlx(flatten)]
         parts: MessageParts,
-        requests_recovery: bool,
-        failures: i32,
-        failed_retries: i32,
-        job_id: Option<i64>,
+        status: String,
     }
+    let (only_task, only_attempt, only_worker, limit) = match scope {
+        LostScope::All { limit } => (None, None, None, limit),
+        LostScope::Attempt {
+            task_id,
+            attempt,
+            worker_id,
+        } => (Some(task_id), Some(attempt), Some(worker_id), 1),
+    };
     let mut tx = store
         .pool()
         .begin()
@@ -585,115 +615,156 @@ pub async fn recover_lost_attempts(
     if !locked {
         return Ok(0);
     }
-    let lost: Vec<Lost> = sqlx::query_as(
+    let recovered: Vec<Recovered> = sqlx::query_as(
         r#"
-        SELECT t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
-               t.timeout_ms, t.execute_user, t.requests_recovery, t.failures, t.failed_retries,
-               t.job_id
-        FROM tasks t JOIN workers w ON w.id = t.worker_id
-        WHERE t.status = 'running'
-          AND (w.status = 'offline' OR w.last_heartbeat < now() - make_interval(secs => $1))
-        ORDER BY t.started_at
-        LIMIT $2
-        FOR UPDATE OF t SKIP LOCKED
+        WITH lost AS (
+            SELECT t.id, t.attempt, CASE
+                WHEN t.kill_requested_at IS NOT NULL THEN 'killed'
+                WHEN t.requests_recovery THEN 'ready'
+                WHEN t.failures < t.failed_retries THEN 'retrying'
+                ELSE 'failed' END AS next_status
+            FROM tasks t JOIN workers w ON w.id = t.worker_id
+            WHERE t.status = 'running' AND CASE
+                WHEN $3::uuid IS NULL THEN
+                    w.status = 'offline' OR w.last_heartbeat < now() - make_interval(secs => $1)
+                ELSE t.id = $3 AND t.attempt = $4 AND t.worker_id = $6 END
+            ORDER BY t.started_at
+            LIMIT $2
+            FOR UPDATE OF t SKIP LOCKED
+        ), closed AS (
+            UPDATE task_attempts a SET outcome = 'lost', finished_at = now(),
+                   error = 'its worker stopped responding'
+            FROM lost WHERE a.task_id = lost.id AND a.attempt = lost.attempt
+        ), moved AS (
+            UPDATE tasks t SET
+                status = lost.next_status,
+                attempt = t.attempt + (lost.next_status = 'ready')::int,
+                failures = t.failures + (lost.next_status IN ('retrying', 'failed'))::int,
+                worker_id = NULL,
+                started_at = CASE WHEN lost.next_status = 'ready' THEN NULL ELSE t.started_at END,
+                ready_at = CASE WHEN lost.next_status = 'ready' THEN now() ELSE t.ready_at END,
+                next_attempt_at = CASE WHEN lost.next_status = 'retrying' THEN
+                    now() + retry_delay(t.backoff, t.failed_interval_ms, t.failures + 1) END,
+                finished_at = CASE WHEN lost.next_status IN ('failed', 'killed') THEN now() END,
+                reason = CASE lost.next_status WHEN 'killed' THEN 'killed' ELSE 'lost' END,
+                result = '{"error": "its worker stopped responding", "output": ""}'
+            FROM lost WHERE t.id = lost.id
+            RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+                      t.timeout_ms, t.execute_user, t.job_id, t.status, t.reason
+        ), unblocked AS (
+            UPDATE triggers SET state = 'waiting'
+            FROM moved
+            WHERE triggers.job_id = moved.job_id AND triggers.state = 'blocked'
+              AND moved.status IN ('failed', 'killed')
+        ), events AS (
+            INSERT INTO outbox (exchange, routing_key, body)
+            SELECT $5, 'task.' || status || '.' || worker_group,
+                   task_event(id, attempt, status, worker_group, job_id, data_time, reason, now())
+            FROM moved
+        )
+        SELECT id, attempt, kind, spec, worker_group, data, data_time, timeout_ms, execute_user,
+               status
+        FROM moved
         "#,
     )
     .bind(stale_after.as_secs_f64())
     .bind(limit)
+    .bind(only_task)
+    .bind(only_attempt)
+    .bind(topology.events_exchange())
+    .bind(only_worker)
     .fetch_all(&mut *tx)
     .await
-    .context("finding lost attempts")?;
-    if lost.is_empty() {
-        return Ok(0);
-    }
-    let ids: Vec<Uuid> = lost.iter().map(|l| l.parts.id).collect();
-    let attempts: Vec<i32> = lost.iter().map(|l| l.parts.attempt).collect();
-    sqlx::query(
-        "UPDATE task_attempts a SET outcome = 'lost', finished_at = now(),
-                error = 'its worker stopped responding'
-         FROM UNNEST($1::uuid[], $2::int[]) AS u(task_id, attempt)
-         WHERE a.task_id = u.task_id AND a.attempt = u.attempt",
-    )
-    .bind(&ids)
-    .bind(&attempts)
-    .execute(&mut *tx)
-    .await
-    .context("closing lost attempts")?;
-    let (rerun, rest): (Vec<&Lost>, Vec<&Lost>) = lost.iter().partition(|l| l.requests_recovery);
-    let (retry, fail): (Vec<&Lost>, Vec<&Lost>) = rest
-        .into_iter()
-        .partition(|l| l.failures < l.failed_retries);
-    if !rerun.is_empty() {
-        let ids: Vec<Uuid> = rerun.iter().map(|l| l.parts.id).collect();
-        sqlx::query(
-            "UPDATE tasks SET status = 'ready', attempt = attempt + 1, worker_id = NULL,
-                    started_at = NULL, ready_at = now() WHERE id = ANY($1)",
-        )
-        .bind(&ids)
-        .execute(&mut *tx)
-        .await
-        .context("re-running recovered tasks")?;
-        let messages: Vec<TaskMessage> = rerun
-            .iter()
-            .map(|l| l.parts.message(l.parts.attempt + 1))
-            .collect();
-        enqueue_task_messages(&mut tx, topology, &messages).await?;
-    }
-    if !retry.is_empty() {
-        let ids: Vec<Uuid> = retry.iter().map(|l| l.parts.id).collect();
-        sqlx::query(
-            "UPDATE tasks SET status = 'retrying', failures = failures + 1, worker_id = NULL,
-                    next_attempt_at = now() + make_interval(secs => failed_interval_ms / 1000.0)
-             WHERE id = ANY($1)",
-        )
-        .bind(&ids)
-        .execute(&mut *tx)
-        .await
-        .context("retrying lost attempts")?;
-    }
-    if !fail.is_empty() {
-        let ids: Vec<Uuid> = fail.iter().map(|l| l.parts.id).collect();
-        let job_ids: Vec<i64> = fail.iter().filter_map(|l| l.job_id).collect();
-        let events: Vec<TaskEvent> = fail
-            .iter()
-            .map(|l| TaskEvent {
-                v: MESSAGE_VERSION,
-                task_id: l.parts.id,
-                attempt: l.parts.attempt,
-                status: TaskStatus::Failed,
-                group: l.parts.worker_group.clone(),
-                job_id: l.job_id,
-                data_time: l.parts.data_time.map(|t| t.to_jiff()),
-                reason: Some("lost".into()),
-                at: jiff::Timestamp::now(),
-            })
-            .collect();
-        let keys: Vec<String> = events.iter().map(TaskEvent::routing_key).collect();
-        let bodies: Vec<Json<&TaskEvent>> = events.iter().map(Json).collect();
-        sqlx::query(
-            r#"
-            WITH failed AS (
-                UPDATE tasks SET status = 'failed', failures = failures + 1, finished_at = now(),
-                       reason = 'lost', worker_id = NULL,
-                       result = '{"error": "its worker stopped responding", "output": ""}'
-                WHERE id = ANY($1)
-            ), unblocked AS (
-                UPDATE triggers SET state = 'waiting'
-                WHERE job_id = ANY($2) AND state = 'blocked'
-            )
-            INSERT INTO outbox (exchange, routing_key, body)
-            SELECT $3, k, e FROM UNNEST($4::text[], $5::jsonb[]) AS u(k, e)
-            "#,
-        )
-        .bind(&ids)
-        .bind(&job_ids)
-        .bind(topology.events_exchange())
-        .bind(&keys)
-        .bind(&bodies)
-        .execute(&mut *tx)
-        .await
-        .context("failing lost attempts")?;
-    }
+    .context("recovering lost attempts")?;
+    let reruns: Vec<TaskMessage> = recovered
+        .iter()
+        .filter(|r| r.status == "ready")
+        .map(|r| r.parts.message(r.parts.attempt))
+        .collect();
+    enqueue_task_messages(&mut tx, topology, &reruns).await?;
     tx.commit().await.context("committing recovery")?;
-    Ok(lost.len())
+    Ok(recovered.len())
+}
+
+/// What [`kill`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// The task was waiting, ready or retrying: it is `killed` now.
+    Killed,
+    /// The task is running: its worker was told (through the control exchange) to kill it; the
+    /// worker records `killed` when the process is gone.
+    Signalled,
+    /// The task had already ended (its status is returned); nothing changed.
+    AlreadyEnded(TaskStatus),
+}
+
+/// Kills a task: `waiting | ready | retrying → killed` in the database alone (a `ready` task's
+/// message, if already published, is dropped by the worker because the attempt is no longer
+/// ready); a `running` task gets its kill request recorded and a kill command for its worker in
+/// the outbox, in the same statement.
+pub async fn kill(
+    store: &Store,
+    topology: &Topology,
+    task_id: Uuid,
+) -> Result<KillOutcome, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Killed {
+        before: String,
+        after: String,
+    }
+    let row: Option<Killed> = sqlx::query_as(
+        r#"
+        WITH current AS (
+            SELECT id, status AS before, worker_id FROM tasks WHERE id = $1 FOR UPDATE
+        ), moved AS (
+            UPDATE tasks t SET
+                status = CASE WHEN c.before = 'running' THEN 'running' ELSE 'killed' END,
+                kill_requested_at = now(),
+                finished_at = CASE WHEN c.before = 'running' THEN NULL ELSE now() END,
+                next_attempt_at = NULL,
+                reason = CASE WHEN c.before = 'running' THEN t.reason ELSE 'killed' END
+            FROM current c
+            WHERE t.id = c.id AND c.before IN ('waiting', 'ready', 'retrying', 'running')
+            RETURNING t.id, t.attempt, t.status, t.worker_group, t.job_id, t.data_time,
+                      c.before, c.worker_id
+        ), unblocked AS (
+            UPDATE triggers SET state = 'waiting'
+            FROM moved
+            WHERE triggers.job_id = moved.job_id AND triggers.state = 'blocked'
+              AND moved.status = 'killed'
+        ), events AS (
+            INSERT INTO outbox (exchange, routing_key, body)
+            SELECT $2, 'task.killed.' || worker_group,
+                   task_event(id, attempt, status, worker_group, job_id, data_time, 'killed',
+                              now())
+            FROM moved WHERE status = 'killed'
+        ), command AS (
+            INSERT INTO outbox (exchange, routing_key, body)
+            SELECT $3, worker_id::text,
+                   jsonb_build_object('v', 1, 'command', 'kill', 'task_id', id,
+                                      'attempt', attempt)
+            FROM moved WHERE status = 'running' AND worker_id IS NOT NULL
+        )
+        SELECT c.before, coalesce(m.status, c.before) AS after
+        FROM current c LEFT JOIN moved m ON m.id = c.id
+        "#,
+    )
+    .bind(task_id)
+    .bind(topology.events_exchange())
+    .bind(topology.control_exchange())
+    .fetch_optional(store.pool())
+    .await
+    .context("killing the task")?;
+    let row = row.ok_or(StoreError::TaskNotFound(task_id))?;
+    let status = |s: &str| {
+        s.parse::<TaskStatus>().map_err(|e| StoreError::Database {
+            context: "reading a task's status",
+            source: sqlx::Error::Decode(Box::new(e)),
+        })
+    };
+    Ok(match (status(&row.before)?, status(&row.after)?) {
+        (TaskStatus::Running, TaskStatus::Running) => KillOutcome::Signalled,
+        (_, TaskStatus::Killed) if row.before != "killed" => KillOutcome::Killed,
+        (before, _) => KillOutcome::AlreadyEnded(before),
+    })
 }

@@ -89,18 +89,55 @@ pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreE
     Ok(())
 }
 
-/// Records that the worker is alive (and back online if it had been marked disconnected).
-pub async fn heartbeat(store: &Store, id: Uuid) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE workers SET last_heartbeat = now(),
-                status = CASE WHEN status = 'disconnected' THEN 'online' ELSE status END
-         WHERE id = $1",
+/// Records that the worker is alive (and back online if it had been marked disconnected), and
+/// returns the attempts it runs whose kill was requested: the backstop for a kill command that did
+/// not reach it (it was reconnecting to the broker).
+pub async fn heartbeat(store: &Store, id: Uuid) -> Result<Vec<(Uuid, i32)>, StoreError> {
+    sqlx::query_as(
+        "WITH beat AS (
+             UPDATE workers SET last_heartbeat = now(),
+                    status = CASE WHEN status = 'disconnected' THEN 'online' ELSE status END
+             WHERE id = $1
+         )
+         SELECT id, attempt FROM tasks
+         WHERE worker_id = $1 AND status = 'running' AND kill_requested_at IS NOT NULL",
     )
     .bind(id)
+    .fetch_all(store.pool())
+    .await
+    .context("recording the worker's heartbeat")
+}
+
+/// Marks workers whose heartbeat is older than `stale_after` as `disconnected` (a heartbeat
+/// brings them back online). Returns how many changed.
+pub async fn mark_disconnected(store: &Store, stale_after: Duration) -> Result<u64, StoreError> {
+    let changed = sqlx::query(
+        "UPDATE workers SET status = 'disconnected'
+         WHERE status IN ('online', 'draining')
+           AND last_heartbeat < now() - make_interval(secs => $1)",
+    )
+    .bind(stale_after.as_secs_f64())
     .execute(store.pool())
     .await
-    .context("recording the worker's heartbeat")?;
-    Ok(())
+    .context("marking silent workers disconnected")?;
+    Ok(changed.rows_affected())
+}
+
+/// The worker running `attempt` of a task, if it is running.
+pub async fn running_attempt_owner(
+    store: &Store,
+    task_id: Uuid,
+    attempt: i32,
+) -> Result<Option<Uuid>, StoreError> {
+    let owner: Option<Option<Uuid>> = sqlx::query_scalar(
+        "SELECT worker_id FROM tasks WHERE id = $1 AND attempt = $2 AND status = 'running'",
+    )
+    .bind(task_id)
+    .bind(attempt)
+    .fetch_optional(store.pool())
+    .await
+    .context("reading the task's worker")?;
+    Ok(owner.flatten())
 }
 
 /// Moves the worker to `draining` or `offline`.

@@ -1,4 +1,4 @@
-//! `/api/v1/tasks`: submit ad-hoc tasks, list and show them.
+//! `/api/v1/tasks`: submit ad-hoc tasks, list, show and kill them.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -89,7 +89,43 @@ pub async fn get_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let id = Uuid::parse_str(&id)
-        .map_err(|_| ApiError::bad_request(format!("{id:?} is not a task id (a UUID)")))?;
-    Ok(Json(tasks::get(&state.store, id).await?))
+    Ok(Json(tasks::get(&state.store, parse_id(&id)?).await?))
+}
+
+/// Kills a task. A waiting, ready or retrying task is `killed` at once (200); a running task's
+/// worker is told to kill its process group and records `killed` when it is gone (202: poll the
+/// task). A task that has ended already is a conflict (409).
+#[utoipa::path(
+    post, path = "/api/v1/tasks/{id}/kill", tag = "tasks",
+    params(("id" = String, Path, description = "task id (UUID)")),
+    responses(
+        (status = 200, description = "killed", body = TaskView),
+        (status = 202, description = "its worker was told to kill it", body = TaskView),
+        (status = 400, description = "not a UUID", body = ErrorBody),
+        (status = 404, description = "no such task", body = ErrorBody),
+        (status = 409, description = "the task has ended already", body = ErrorBody),
+    )
+)]
+pub async fn kill_task(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<TaskView>), ApiError> {
+    let id = parse_id(&id)?;
+    let status = match task_lifecycle::kill(&state.store, state.broker.topology(), id).await? {
+        task_lifecycle::KillOutcome::Killed => StatusCode::OK,
+        task_lifecycle::KillOutcome::Signalled => StatusCode::ACCEPTED,
+        task_lifecycle::KillOutcome::AlreadyEnded(status) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("task {id} has already ended: it is {status}"),
+            ));
+        }
+    };
+    metrics::counter!("chime_api_tasks_killed_total").increment(1);
+    Ok((status, Json(tasks::get(&state.store, id).await?)))
+}
+
+fn parse_id(id: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(id)
+        .map_err(|_| ApiError::bad_request(format!("{id:?} is not a task id (a UUID)")))
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use chime_core::model::{NewTask, TaskView};
+use chime_core::model::{Backoff, NewTask, TaskView};
 use clap::Args;
 use serde_json::json;
 
@@ -39,6 +39,26 @@ pub struct SubmitArgs {
     /// The OS user to run as.
     #[arg(long)]
     execute_user: Option<String>,
+    /// Rejected attempts to retry (the reject budget; default 0).
+    #[arg(long)]
+    reject_retries: Option<i32>,
+    /// Wait before retrying a rejected attempt, in milliseconds (default 3000).
+    #[arg(long)]
+    reject_interval_ms: Option<i64>,
+    /// Failed attempts to retry (the failed budget; default 0).
+    #[arg(long)]
+    failed_retries: Option<i32>,
+    /// Wait before retrying a failed attempt, in milliseconds (default 3000).
+    #[arg(long)]
+    failed_interval_ms: Option<i64>,
+    /// How intervals grow: `fixed`, `exponential`, or JSON such as
+    /// '{"kind":"exponential","factor":2,"max_interval_ms":60000,"jitter":0.1}'.
+    #[arg(long)]
+    backoff: Option<String>,
+    /// Re-run the task if its worker dies mid-run (otherwise the attempt is lost and the failed
+    /// budget decides).
+    #[arg(long)]
+    requests_recovery: bool,
     /// A client-chosen task id: submitting it again makes no second task.
     #[arg(long)]
     id: Option<uuid::Uuid>,
@@ -106,11 +126,28 @@ fn new_task(args: &SubmitArgs) -> Result<NewTask> {
         timeout_ms: args.timeout_ms,
         execute_user: args.execute_user.clone(),
         submit_user: std::env::var("USER").ok(),
-        ..NewTask::default()
+        reject_retries: args.reject_retries,
+        reject_interval_ms: args.reject_interval_ms,
+        failed_retries: args.failed_retries,
+        failed_interval_ms: args.failed_interval_ms,
+        backoff: args.backoff.as_deref().map(backoff_arg).transpose()?,
+        requests_recovery: args.requests_recovery.then_some(true),
     };
     // The API checks the same; checking here fails fast and sends nothing.
     task.validate()?;
     Ok(task)
+}
+
+/// `--backoff`: a kind name, or the whole JSON form.
+fn backoff_arg(value: &str) -> Result<Backoff> {
+    let json = match value {
+        "fixed" | "exponential" => json!({ "kind": value }),
+        _ => json_arg("--backoff", value)?,
+    };
+    serde_json::from_value(json).context(
+        "--backoff: expected fixed, exponential, or JSON such as \
+         {\"kind\":\"exponential\",\"factor\":2,\"max_interval_ms\":60000,\"jitter\":0.1}",
+    )
 }
 
 /// A JSON argument, given inline or as `@FILE`.

@@ -1,4 +1,4 @@
-//! `chime task list|show`.
+//! `chime task list|show|kill`.
 
 use anyhow::Result;
 use chime_core::model::{TaskStatus, TaskView};
@@ -107,6 +107,25 @@ pub async fn show(client: &ApiClient, id: uuid::Uuid, json: bool) -> Result<()> 
                 })
                 .collect::<Vec<_>>(),
         );
+    }
+    Ok(())
+}
+
+/// Kills a task and reports its status; a running task is waited for (up to 10 s) until its
+/// worker has recorded the kill.
+pub async fn kill(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
+    let (_, mut task): (_, TaskView) = client
+        .post(&format!("/api/v1/tasks/{id}/kill"), &serde_json::json!({}))
+        .await?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !task.status.is_terminal() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        task = client.get(&format!("/api/v1/tasks/{id}")).await?;
+    }
+    if task.status.is_terminal() {
+        println!("{id} {}", task.status);
+    } else {
+        println!("{id} {}: kill sent to its worker", task.status);
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
-//! `chime workers`: the worker registry.
+//! `chime workers`: the worker registry; `chime route`: which group runs which kind.
 
 use anyhow::Result;
+use chime_core::store::kind_routes::KindRoute;
 use chime_core::store::workers::WorkerView;
 
 use crate::client::ApiClient;
@@ -38,4 +39,48 @@ pub async fn list(client: &ApiClient, json: bool) -> Result<()> {
         &rows,
     );
     Ok(())
+}
+
+/// Routes `kind` to `group`.
+pub async fn set_route(client: &ApiClient, kind: &str, group: &str) -> Result<()> {
+    let route: KindRoute = client
+        .put(
+            &format!("/api/v1/kind-routes/{}", path_segment(kind)),
+            &serde_json::json!({ "worker_group": group }),
+        )
+        .await?;
+    println!("{} -> {}", route.kind, route.worker_group);
+    Ok(())
+}
+
+/// Lists the kind routes.
+pub async fn list_routes(client: &ApiClient, json: bool) -> Result<()> {
+    let routes: Vec<KindRoute> = client.get("/api/v1/kind-routes").await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&routes)?);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = routes
+        .iter()
+        .map(|r| vec![r.kind.clone(), r.worker_group.clone()])
+        .collect();
+    table(&["KIND", "GROUP"], &rows);
+    Ok(())
+}
+
+/// Removes `kind`'s route.
+pub async fn delete_route(client: &ApiClient, kind: &str) -> Result<()> {
+    client
+        .delete(&format!("/api/v1/kind-routes/{}", path_segment(kind)))
+        .await
+}
+
+/// A kind as one URL path segment.
+fn path_segment(kind: &str) -> String {
+    kind.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

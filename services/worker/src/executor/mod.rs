@@ -1,15 +1,25 @@
 //! Executors: what runs a task attempt, by kind.
 //!
-//! Built-in kinds are `shell` and `noop`. A kind this worker has no executor for is rejected (the
-//! task's reject budget decides what happens next), never failed: another worker may have it.
+//! Built-in kinds are `shell`, `http` and `noop`; command templates from the worker's
+//! configuration (`[executors.hive]`) add kinds that run as commands. A kind this worker has no
+//! executor for, and an `execute_user` it may not switch to, are rejected (the task's reject budget
+//! decides what happens next), never failed: another worker may be able to run it.
+//!
+//! Every executor ends an attempt early on its timeout, a kill request, or the worker's shutdown
+//! past its grace ([`Attempt::interruption`]).
 
+mod execute_user;
+mod http;
 mod noop;
 pub mod output;
 mod shell;
+mod template;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chime_core::model::{NoopSpec, ShellSpec, TaskMessage, TaskResult};
+use chime_core::config::CommandTemplate;
+use chime_core::model::{HttpSpec, NoopSpec, ShellSpec, TaskMessage, TaskResult};
 use chime_core::store::task_lifecycle::AttemptEnd;
 use tokio_util::sync::CancellationToken;
 
@@ -18,50 +28,77 @@ use tokio_util::sync::CancellationToken;
 pub struct Attempt {
     /// The task message.
     pub message: TaskMessage,
-    /// Cancelled to stop the attempt early (shutdown past its grace).
-    pub cancel: CancellationToken,
+    /// Cancelled when the worker stops past its grace period.
+    pub shutdown: CancellationToken,
+    /// Cancelled when the task is killed (`chime task kill`).
+    pub kill: CancellationToken,
     /// The task's timeout.
     pub timeout: Option<Duration>,
 }
 
+/// Why an attempt was cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interruption {
+    /// Its timeout passed.
+    Timeout,
+    /// It was killed on request.
+    Kill,
+    /// The worker stopped before it ended.
+    Shutdown,
+}
+
 impl Attempt {
-    /// An attempt of `message`, cancelled by `cancel`.
-    pub fn new(message: TaskMessage, cancel: CancellationToken) -> Self {
+    /// An attempt of `message`.
+    pub fn new(message: TaskMessage, shutdown: CancellationToken, kill: CancellationToken) -> Self {
         let timeout = message
             .timeout_ms
             .and_then(|ms| u64::try_from(ms).ok())
             .map(Duration::from_millis);
         Self {
             message,
-            cancel,
+            shutdown,
+            kill,
             timeout,
         }
     }
 
-    /// Resolves when the attempt's timeout has passed (never, without one).
-    pub async fn deadline(&self) {
-        match self.timeout {
-            Some(timeout) => tokio::time::sleep(timeout).await,
-            None => std::future::pending().await,
+    /// Resolves when the attempt must stop: its timeout, a kill, or the worker's shutdown.
+    pub async fn interruption(&self) -> Interruption {
+        let deadline = async {
+            match self.timeout {
+                Some(timeout) => tokio::time::sleep(timeout).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = self.kill.cancelled() => Interruption::Kill,
+            _ = deadline => Interruption::Timeout,
+            _ = self.shutdown.cancelled() => Interruption::Shutdown,
         }
     }
 
-    /// The end of an attempt that ran out of time.
-    pub fn timed_out(&self, mut result: TaskResult) -> AttemptEnd {
-        let ms = self.timeout.map_or(0, |t| t.as_millis());
-        result.error = Some(format!("timed out after {ms} ms"));
-        AttemptEnd::Failed {
-            result,
-            reason: "timeout",
-        }
-    }
-
-    /// The end of an attempt that was stopped early.
-    pub fn interrupted(&self, mut result: TaskResult) -> AttemptEnd {
-        result.error = Some("interrupted: the worker stopped before the task ended".into());
-        AttemptEnd::Failed {
-            result,
-            reason: "interrupted",
+    /// The end of an attempt cut short by `why`, with what it produced so far.
+    pub fn interrupted(&self, why: Interruption, mut result: TaskResult) -> AttemptEnd {
+        match why {
+            Interruption::Timeout => {
+                let ms = self.timeout.map_or(0, |t| t.as_millis());
+                result.error = Some(format!("timed out after {ms} ms"));
+                AttemptEnd::Failed {
+                    result,
+                    reason: "timeout",
+                }
+            }
+            Interruption::Kill => {
+                result.error = Some("killed on request".into());
+                AttemptEnd::Killed(result)
+            }
+            Interruption::Shutdown => {
+                result.error = Some("interrupted: the worker stopped before the task ended".into());
+                AttemptEnd::Failed {
+                    result,
+                    reason: "interrupted",
+                }
+            }
         }
     }
 }
@@ -70,35 +107,80 @@ impl Attempt {
 #[derive(Debug, Clone)]
 pub struct Executors {
     output_tail_bytes: usize,
+    templates: BTreeMap<String, CommandTemplate>,
+    http: reqwest::Client,
 }
 
 impl Executors {
-    /// Executors keeping `output_tail_bytes` of each task's output.
-    pub fn new(output_tail_bytes: usize) -> Self {
-        Self { output_tail_bytes }
+    /// Executors keeping `output_tail_bytes` of each task's output, with `templates` as extra
+    /// kinds.
+    pub fn new(
+        output_tail_bytes: usize,
+        templates: BTreeMap<String, CommandTemplate>,
+    ) -> Result<Self, reqwest::Error> {
+        // ring is the one crypto provider linked in; a second install attempt is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("chime-worker/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self {
+            output_tail_bytes,
+            templates,
+            http,
+        })
     }
 
     /// The kinds this worker can run.
     pub fn kinds(&self) -> Vec<String> {
-        vec!["shell".into(), "noop".into()]
+        let builtin = ["shell", "http", "noop"].map(String::from);
+        builtin
+            .into_iter()
+            .chain(self.templates.keys().cloned())
+            .collect()
     }
 
     /// Runs the attempt to its end.
     pub async fn execute(&self, attempt: &Attempt) -> AttemptEnd {
         let spec = &attempt.message.spec;
-        match attempt.message.kind.as_str() {
+        let kind = attempt.message.kind.as_str();
+        match kind {
             "shell" => match ShellSpec::parse(spec) {
-                Ok(spec) => shell::run(spec, attempt, self.output_tail_bytes).await,
+                Ok(spec) => self.run_process(spec, attempt).await,
+                Err(error) => invalid_spec(error),
+            },
+            "http" => match HttpSpec::parse(spec) {
+                Ok(spec) => http::run(&self.http, spec, attempt, self.output_tail_bytes).await,
                 Err(error) => invalid_spec(error),
             },
             "noop" => match NoopSpec::parse(spec) {
                 Ok(spec) => noop::run(spec, attempt).await,
                 Err(error) => invalid_spec(error),
             },
-            other => AttemptEnd::Rejected {
-                error: format!("this worker has no executor for kind {other:?}"),
+            _ => match self.templates.get(kind) {
+                Some(template) => match template::render(template, &attempt.message) {
+                    Ok(spec) => self.run_process(spec, attempt).await,
+                    Err(error) => invalid_spec(error),
+                },
+                None => AttemptEnd::Rejected {
+                    error: format!("this worker has no executor for kind {kind:?}"),
+                    retry_after: None,
+                },
             },
         }
+    }
+
+    /// Runs a command as the task's `execute_user`, if this worker may switch to it.
+    async fn run_process(&self, spec: ShellSpec, attempt: &Attempt) -> AttemptEnd {
+        let user = match execute_user::resolve(attempt.message.execute_user.as_deref()) {
+            Ok(user) => user,
+            Err(refusal) => {
+                return AttemptEnd::Rejected {
+                    error: refusal,
+                    retry_after: None,
+                };
+            }
+        };
+        shell::run(spec, user, attempt, self.output_tail_bytes).await
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! stdout and stderr are read into one bounded tail. On timeout or cancellation the whole process
 //! group is killed, so a child the command started (`sleep` in a script) dies with it. Exit code 75
-//! (EX_TEMPFAIL) means "reject, try later".
+//! (EX_TEMPFAIL) means "reject, try later". With an `execute_user`, the command runs as that user
+//! (see `execute_user.rs`).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 
 use super::Attempt;
+use super::execute_user::RunAs;
 use super::output::OutputTail;
 
 /// sysexits.h's EX_TEMPFAIL: the command asks to be retried later.
@@ -23,8 +25,13 @@ const EX_TEMPFAIL: i32 = 75;
 /// pipe open must not hold the attempt forever).
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
-/// Runs the command to its end, its timeout, or cancellation.
-pub async fn run(spec: ShellSpec, attempt: &Attempt, tail_bytes: usize) -> AttemptEnd {
+/// Runs the command (as `user`, when given) to its end or its interruption.
+pub async fn run(
+    spec: ShellSpec,
+    user: Option<RunAs>,
+    attempt: &Attempt,
+    tail_bytes: usize,
+) -> AttemptEnd {
     let mut command = match &spec.command {
         ShellCommand::Argv(argv) => {
             let mut command = Command::new(&argv[0]);
@@ -54,6 +61,15 @@ pub async fn run(spec: ShellSpec, attempt: &Attempt, tail_bytes: usize) -> Attem
     if let Some(cwd) = &spec.cwd {
         command.current_dir(cwd);
     }
+    if let Some(user) = user {
+        // std sets the gid before the uid and, as root, drops supplementary groups.
+        command
+            .uid(user.uid.as_raw())
+            .gid(user.gid.as_raw())
+            .env("HOME", &user.home)
+            .env("USER", &user.name)
+            .env("LOGNAME", &user.name);
+    }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => {
@@ -79,8 +95,7 @@ pub async fn run(spec: ShellSpec, attempt: &Attempt, tail_bytes: usize) -> Attem
     ];
     let status = tokio::select! {
         status = child.wait() => Ok(status),
-        _ = attempt.deadline() => Err(Interrupted::Timeout),
-        _ = attempt.cancel.cancelled() => Err(Interrupted::Cancelled),
+        why = attempt.interruption() => Err(why),
     };
     if status.is_err() {
         kill_group(&mut child).await;
@@ -93,14 +108,13 @@ pub async fn run(spec: ShellSpec, attempt: &Attempt, tail_bytes: usize) -> Attem
     }
     let output = tail.text();
     match status {
-        Err(Interrupted::Timeout) => attempt.timed_out(TaskResult {
-            output,
-            ..TaskResult::default()
-        }),
-        Err(Interrupted::Cancelled) => attempt.interrupted(TaskResult {
-            output,
-            ..TaskResult::default()
-        }),
+        Err(why) => attempt.interrupted(
+            why,
+            TaskResult {
+                output,
+                ..TaskResult::default()
+            },
+        ),
         Ok(Err(error)) => AttemptEnd::Failed {
             result: TaskResult {
                 output,
@@ -121,6 +135,7 @@ pub async fn run(spec: ShellSpec, attempt: &Attempt, tail_bytes: usize) -> Attem
                 (Some(0), _) => AttemptEnd::Succeeded(result),
                 (Some(EX_TEMPFAIL), _) => AttemptEnd::Rejected {
                     error: "the command exited 75 (EX_TEMPFAIL): try later".into(),
+                    retry_after: None,
                 },
                 (Some(code), _) => AttemptEnd::Failed {
                     result: TaskResult {
@@ -142,11 +157,6 @@ pub async fn run(spec: ShellSpec, attempt: &Attempt, tail_bytes: usize) -> Attem
             }
         }
     }
-}
-
-enum Interrupted {
-    Timeout,
-    Cancelled,
 }
 
 /// Kills the command's whole process group, then reaps the leader.
