@@ -95,12 +95,26 @@ pub struct SchedulerConfig {
 pub struct WorkerSettings {
     /// Worker groups (queues) this worker consumes.
     pub groups: Vec<String>,
-    /// How many tasks it runs at once; also its prefetch.
+    /// How many tasks it runs at once.
     pub concurrency: u16,
+    /// How many unacked deliveries it holds per queue (default: twice the concurrency, so the
+    /// next task is at hand when one ends). Deliveries beyond the running ones wait for a slot
+    /// and go back to the queue if the worker stops.
+    #[serde(default)]
+    pub prefetch: Option<u16>,
     /// How many bytes of a task's output are kept (the tail).
     pub output_tail_bytes: usize,
     /// How long a stopping worker waits for running tasks before it leaves them to recovery.
     pub shutdown_grace_ms: u64,
+}
+
+impl WorkerSettings {
+    /// The prefetch to ask the broker for.
+    pub fn prefetch(&self) -> u16 {
+        self.prefetch
+            .unwrap_or_else(|| self.concurrency.saturating_mul(2))
+            .max(1)
+    }
 }
 
 /// Values given on the command line; `None` leaves the lower layers in charge.

@@ -1,5 +1,5 @@
 //! Where task messages are consumed: one consumer per worker-group queue, on its own channel with
-//! prefetch = concurrency, rebuilt whenever the broker connection is.
+//! the worker's prefetch, rebuilt whenever the broker connection is.
 //!
 //! Each delivery is handed to [`crate::delivery`] (or [`crate::control`]) in its own task; the worker's semaphore
 //! bounds how many run at once. On shutdown the consumer is cancelled; deliveries not yet started
@@ -115,7 +115,7 @@ async fn open(
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     channel
-        .basic_qos(worker.concurrency, BasicQosOptions::default())
+        .basic_qos(worker.prefetch, BasicQosOptions::default())
         .await?;
     match kind {
         QueueKind::Group => {

@@ -9,3 +9,4 @@ mod outbox;
 mod process;
 mod schedule;
 mod triggers;
+mod worker;

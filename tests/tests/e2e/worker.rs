@@ -1,0 +1,415 @@
+//! The worker's paths through the running services: reject and failed budgets with their
+//! intervals and backoff, timeouts and kills that take the whole process group, the http executor,
+//! command templates and execute_user.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use chime_cli::commands::services::Services;
+use chime_core::config::CommandTemplate;
+use chime_core::model::{AttemptOutcome, AttemptView, TaskStatus, TaskView};
+use chime_tests::{TestEnv, eventually, last_line};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use uuid::Uuid;
+
+const UP: Services = Services::ALL;
+
+/// Submits with `chime submit` and returns the task's id.
+async fn submit(env: &TestEnv, args: &[&str]) -> Result<Uuid> {
+    let mut full = vec!["submit"];
+    full.extend_from_slice(args);
+    let out = env.chime(&full).await?;
+    anyhow::ensure!(out.status.success(), "chime submit failed: {out:?}");
+    Ok(last_line(&out).parse()?)
+}
+
+/// The wait between one attempt's end and the next one's start.
+fn gaps(task: &TaskView) -> Vec<Duration> {
+    task.attempts
+        .windows(2)
+        .map(|pair| {
+            let end = pair[0].finished_at.expect("a finished attempt");
+            let span = pair[1].started_at.duration_since(end);
+            Duration::try_from(span).unwrap_or(Duration::ZERO)
+        })
+        .collect()
+}
+
+fn outcomes(task: &TaskView) -> Vec<Option<AttemptOutcome>> {
+    task.attempts
+        .iter()
+        .map(|a: &AttemptView| a.outcome)
+        .collect()
+}
+
+/// Whether a process is alive (a zombie waiting to be reaped is not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// A fresh directory for files a test's commands write.
+fn scratch_dir() -> Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("chime-test-{}", Uuid::now_v7()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Waits for a command's pid file and returns the pid.
+async fn pid_from(file: &std::path::Path) -> Result<i32> {
+    eventually("the command to write its pid", || async {
+        Ok(std::fs::read_to_string(file).is_ok_and(|t| t.trim().parse::<i32>().is_ok()))
+    })
+    .await?;
+    Ok(std::fs::read_to_string(file)?.trim().parse()?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_three_times_then_failed_with_the_interval_between() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let id = submit(
+        &env,
+        &[
+            "--kind",
+            "shell",
+            "--reject-retries",
+            "2",
+            "--reject-interval-ms",
+            "700",
+            "--failed-retries",
+            "5",
+            "--script",
+            "exit 75",
+        ],
+    )
+    .await?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert_eq!(task.reason.as_deref(), Some("rejected"));
+    assert_eq!(task.attempt, 3);
+    assert_eq!(outcomes(&task), vec![Some(AttemptOutcome::Rejected); 3]);
+    for gap in gaps(&task) {
+        assert!(
+            gap >= Duration::from_millis(700),
+            "redelivered after {gap:?}"
+        );
+    }
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_twice_then_succeeded_with_growing_backoff() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let id = submit(
+        &env,
+        &[
+            "--kind",
+            "shell",
+            "--failed-retries",
+            "3",
+            "--failed-interval-ms",
+            "400",
+            "--reject-retries",
+            "0",
+            "--backoff",
+            r#"{"kind":"exponential","factor":3,"max_interval_ms":60000,"jitter":0}"#,
+            "--script",
+            r#"echo "attempt $CHIME_ATTEMPT"; [ "$CHIME_ATTEMPT" -ge 3 ]"#,
+        ],
+    )
+    .await?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(task.attempt, 3);
+    assert_eq!(
+        outcomes(&task),
+        vec![
+            Some(AttemptOutcome::Failed),
+            Some(AttemptOutcome::Failed),
+            Some(AttemptOutcome::Succeeded)
+        ]
+    );
+    assert_eq!(task.result.as_ref().map(|r| r.output.as_str()), Some("attempt 3\n"));
+    let gaps = gaps(&task);
+    // 400 ms, then 400 × 3: a fixed interval would have waited 400 ms twice.
+    assert!(gaps[0] >= Duration::from_millis(400), "{gaps:?}");
+    assert!(gaps[1] >= Duration::from_millis(1200), "{gaps:?}");
+
+    // The backoff itself: capped growth, and jitter within its bounds.
+    let exact: Vec<f64> = sqlx::query_scalar(
+        r#"SELECT extract(epoch FROM retry_delay(
+               '{"kind":"exponential","factor":2,"max_interval_ms":5000,"jitter":0}', 1000, n))::float8
+           FROM generate_series(1, 5) AS n ORDER BY n"#,
+    )
+    .fetch_all(env.store.pool())
+    .await?;
+    assert_eq!(exact, vec![1.0, 2.0, 4.0, 5.0, 5.0]);
+    let (low, high): (f64, f64) = sqlx::query_as(
+        r#"SELECT min(s), max(s) FROM (
+               SELECT extract(epoch FROM retry_delay('{"kind":"exponential"}', 1000, 2))::float8 AS s
+               FROM generate_series(1, 200)) AS d"#,
+    )
+    .fetch_one(env.store.pool())
+    .await?;
+    assert!((1.8..=2.2).contains(&low) && (1.8..=2.2).contains(&high) && low < high);
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_kills_the_whole_process_group() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let pid_file = scratch_dir()?.join("child.pid");
+    let script = format!("sleep 600 & echo $! > {}; wait", pid_file.display());
+    let id = submit(
+        &env,
+        &[
+            "--kind",
+            "shell",
+            "--timeout-ms",
+            "1500",
+            "--script",
+            &script,
+        ],
+    )
+    .await?;
+    let child = pid_from(&pid_file).await?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert_eq!(task.reason.as_deref(), Some("timeout"));
+    eventually("the child sleep to die", || async { Ok(!alive(child)) }).await?;
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_ends_a_running_task_and_its_children() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let pid_file = scratch_dir()?.join("child.pid");
+    let script = format!("sleep 600 & echo $! > {}; wait", pid_file.display());
+    let id = submit(&env, &["--kind", "shell", "--script", &script]).await?;
+    let child = pid_from(&pid_file).await?;
+    env.wait_status(id, TaskStatus::Running).await?;
+
+    let out = env.chime(&["task", "kill", &id.to_string()]).await?;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(last_line(&out), format!("{id} killed"));
+    let task = env.task(id).await?;
+    assert_eq!(task.status, TaskStatus::Killed);
+    assert_eq!(task.reason.as_deref(), Some("killed"));
+    assert_eq!(outcomes(&task), vec![Some(AttemptOutcome::Killed)]);
+    eventually("the child sleep to die", || async { Ok(!alive(child)) }).await?;
+
+    // A task that has ended cannot be killed: a clear error, nothing changes.
+    let again = env.chime(&["task", "kill", &id.to_string()]).await?;
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains("error:") && stderr.contains("already ended"),
+        "{stderr}"
+    );
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_cancels_a_retrying_task_in_the_database() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let id = submit(
+        &env,
+        &[
+            "--kind",
+            "shell",
+            "--failed-retries",
+            "3",
+            "--failed-interval-ms",
+            "600000",
+            "--script",
+            "exit 1",
+        ],
+    )
+    .await?;
+    let retrying = env.wait_status(id, TaskStatus::Retrying).await?;
+    assert!(retrying.next_attempt_at.is_some());
+    let response = chime_tests::http()
+        .post(format!("{}/api/v1/tasks/{id}/kill", env.api_url()))
+        .send()
+        .await?;
+    assert_eq!(response.status().as_u16(), 200);
+    let task: TaskView = response.json().await?;
+    assert_eq!(task.status, TaskStatus::Killed);
+    assert_eq!(task.next_attempt_at, None);
+    assert_eq!(task.attempt, 1);
+    env.cleanup().await
+}
+
+/// A one-route-at-a-time HTTP server for the http executor: `/busy` answers 503 with
+/// Retry-After: 1 the first time, then 200; `/broken` answers 500; anything else 200 "fine".
+async fn serve_http() -> Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move {
+        let busy_calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let busy_calls = busy_calls.clone();
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 8192];
+                let Ok(n) = socket.read(&mut buffer).await else {
+                    return;
+                };
+                let request = String::from_utf8_lossy(&buffer[..n]).to_string();
+                let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let response = match path.as_str() {
+                    "/busy" if busy_calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 => {
+                        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbusy".to_string()
+                    }
+                    "/broken" => "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\nconnection: close\r\n\r\noops".to_string(),
+                    _ => "HTTP/1.1 200 OK\r\ncontent-length: 4\r\nconnection: close\r\n\r\nfine".to_string(),
+                };
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    Ok(format!("http://{address}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_tasks_succeed_reject_with_retry_after_and_fail() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let base = serve_http().await?;
+
+    let spec = serde_json::json!({"url": format!("{base}/ok"), "method": "POST",
+                                  "body": {"x": 1}, "expected_status": [200]});
+    let ok = submit(&env, &["--kind", "http", "--spec", &spec.to_string()]).await?;
+    let task = env.wait_terminal(ok).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(task.result.map(|r| r.output), Some("fine".into()));
+
+    let spec = serde_json::json!({"url": format!("{base}/busy")});
+    let busy = submit(
+        &env,
+        &[
+            "--kind",
+            "http",
+            "--reject-retries",
+            "1",
+            "--reject-interval-ms",
+            "0",
+            "--spec",
+            &spec.to_string(),
+        ],
+    )
+    .await?;
+    let task = env.wait_terminal(busy).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(
+        outcomes(&task),
+        vec![
+            Some(AttemptOutcome::Rejected),
+            Some(AttemptOutcome::Succeeded)
+        ]
+    );
+    let gap = gaps(&task)[0];
+    assert!(
+        gap >= Duration::from_secs(1),
+        "Retry-After: 1 not honoured: {gap:?}"
+    );
+
+    let spec = serde_json::json!({"url": format!("{base}/broken")});
+    let broken = submit(&env, &["--kind", "http", "--spec", &spec.to_string()]).await?;
+    let task = env.wait_terminal(broken).await?;
+    assert_eq!(task.status, TaskStatus::Failed);
+    let error = task.result.and_then(|r| r.error).unwrap_or_default();
+    assert!(error.contains("500"), "{error}");
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_templates_run_configured_kinds_and_unknown_kinds_are_rejected() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.settings.executors.insert(
+        "greet".into(),
+        CommandTemplate {
+            command: vec!["echo".into(), "hello".into(), "{who}".into()],
+            env: Default::default(),
+            cwd: None,
+        },
+    );
+    env.start(UP).await?;
+    for (kind, group) in [("greet", "default"), ("teleport", "default")] {
+        let out = env.chime(&["route", "set", kind, group]).await?;
+        assert!(out.status.success(), "{out:?}");
+    }
+    let greet = submit(&env, &["--kind", "greet", "--spec", r#"{"who": "world"}"#]).await?;
+    let task = env.wait_terminal(greet).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(task.result.map(|r| r.output), Some("hello world\n".into()));
+
+    // A spec without the template's placeholder fails with the field named.
+    let bare = submit(&env, &["--kind", "greet", "--spec", "{}"]).await?;
+    let task = env.wait_terminal(bare).await?;
+    assert_eq!(task.status, TaskStatus::Failed);
+    let error = task.result.and_then(|r| r.error).unwrap_or_default();
+    assert!(error.contains("\"who\""), "{error}");
+
+    // Routed, but no worker has an executor for it: rejected, not failed.
+    let teleport = submit(&env, &["--kind", "teleport"]).await?;
+    let task = env.wait_terminal(teleport).await?;
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert_eq!(task.reason.as_deref(), Some("rejected"));
+    assert_eq!(outcomes(&task), vec![Some(AttemptOutcome::Rejected)]);
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_user_runs_as_that_user_or_is_rejected() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let root = nix::unistd::Uid::effective().is_root();
+    let id = submit(
+        &env,
+        &[
+            "--kind",
+            "shell",
+            "--execute-user",
+            "nobody",
+            "--",
+            "id",
+            "-un",
+        ],
+    )
+    .await?;
+    let task = env.wait_terminal(id).await?;
+    if root {
+        assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+        assert_eq!(task.result.map(|r| r.output), Some("nobody\n".into()));
+    } else {
+        assert_eq!(task.reason.as_deref(), Some("rejected"));
+    }
+    let missing = submit(
+        &env,
+        &[
+            "--kind",
+            "shell",
+            "--execute-user",
+            "no-such-user-here",
+            "--",
+            "true",
+        ],
+    )
+    .await?;
+    let task = env.wait_terminal(missing).await?;
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert_eq!(task.reason.as_deref(), Some("rejected"));
+    let error = task.attempts[0].error.clone().context("an attempt error")?;
+    assert!(error.contains("does not exist"), "{error}");
+    env.cleanup().await
+}
