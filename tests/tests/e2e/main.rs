@@ -10,3 +10,4 @@ mod process;
 mod schedule;
 mod triggers;
 mod worker;
+mod worker_process;

@@ -135,7 +135,10 @@ async fn failed_twice_then_succeeded_with_growing_backoff() -> Result<()> {
             Some(AttemptOutcome::Succeeded)
         ]
     );
-    assert_eq!(task.result.as_ref().map(|r| r.output.as_str()), Some("attempt 3\n"));
+    assert_eq!(
+        task.result.as_ref().map(|r| r.output.as_str()),
+        Some("attempt 3\n")
+    );
     let gaps = gaps(&task);
     // 400 ms, then 400 × 3: a fixed interval would have waited 400 ms twice.
     assert!(gaps[0] >= Duration::from_millis(400), "{gaps:?}");

@@ -1,0 +1,204 @@
+//! Workers as real processes: SIGTERM drains, two workers share a group, a worker killed with
+//! SIGKILL mid-task is recovered, and a retry survives a cut broker connection.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use chime_cli::commands::services::Services;
+use chime_core::model::{AttemptOutcome, TaskStatus};
+use chime_tests::{TestEnv, eventually, last_line};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use uuid::Uuid;
+
+/// The API and a scheduler in-process; workers are the processes under test.
+const API_AND_SCHEDULER: Services = Services {
+    api: true,
+    worker: false,
+    scheduler: true,
+};
+
+async fn submit(env: &TestEnv, args: &[&str]) -> Result<Uuid> {
+    let mut full = vec!["submit"];
+    full.extend_from_slice(args);
+    let out = env.chime(&full).await?;
+    anyhow::ensure!(out.status.success(), "chime submit failed: {out:?}");
+    Ok(last_line(&out).parse()?)
+}
+
+fn signal(child: &tokio::process::Child, signal: Signal) -> Result<()> {
+    let pid = child.id().context("the process has exited")?;
+    kill(Pid::from_raw(i32::try_from(pid)?), signal)?;
+    Ok(())
+}
+
+/// Waits until `n` workers are online (registered and consuming).
+async fn online_workers(env: &TestEnv, n: i64) -> Result<()> {
+    eventually(&format!("{n} workers online"), || async {
+        let online: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM workers WHERE status = 'online'")
+                .fetch_one(env.store.pool())
+                .await?;
+        Ok(online >= n)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_running_tasks_finish_and_unstarted_go_back() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(API_AND_SCHEDULER).await?;
+    // One slot, prefetch 2: while the long task runs, the next delivery waits in the worker.
+    let mut worker = env.spawn_chime(&["worker", "--concurrency", "1"])?;
+    online_workers(&env, 1).await?;
+    let long = submit(
+        &env,
+        &["--kind", "shell", "--script", "sleep 2; echo finished"],
+    )
+    .await?;
+    env.wait_status(long, TaskStatus::Running).await?;
+    let queued = [
+        submit(&env, &["--kind", "noop"]).await?,
+        submit(&env, &["--kind", "noop"]).await?,
+    ];
+    signal(&worker, Signal::SIGTERM)?;
+    let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
+        .await
+        .context("the worker did not stop within 30 s of SIGTERM")??;
+    assert!(status.success(), "exit status {status:?}");
+
+    let task = env.task(long).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(task.result.map(|r| r.output), Some("finished\n".into()));
+    for id in queued {
+        let task = env.task(id).await?;
+        assert_eq!(task.status, TaskStatus::Ready, "{task:?}");
+        assert!(task.attempts.is_empty(), "{task:?}");
+    }
+    let statuses: Vec<String> = sqlx::query_scalar("SELECT status FROM workers")
+        .fetch_all(env.store.pool())
+        .await?;
+    assert_eq!(statuses, vec!["offline".to_string()]);
+
+    // The deliveries went back to the queue: the next worker runs them as their first attempt.
+    env.start(Services::WORKER).await?;
+    for id in queued {
+        let task = env.wait_terminal(id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded);
+        assert_eq!(task.attempt, 1);
+    }
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_on_one_group_share_the_load() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(API_AND_SCHEDULER).await?;
+    let _first = env.spawn_chime(&["worker", "--concurrency", "1"])?;
+    let _second = env.spawn_chime(&["worker", "--concurrency", "1"])?;
+    online_workers(&env, 2).await?;
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        ids.push(submit(&env, &["--kind", "noop", "--spec", r#"{"sleep_ms": 300}"#]).await?);
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for id in ids {
+        let task = env.wait_terminal(id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded);
+        names.extend(task.attempts.iter().filter_map(|a| a.worker.clone()));
+    }
+    assert_eq!(names.len(), 2, "tasks ran on {names:?}");
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_task_is_recovered_per_requests_recovery() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(API_AND_SCHEDULER).await?;
+    let mut worker = env.spawn_chime(&["worker", "--concurrency", "2"])?;
+    online_workers(&env, 1).await?;
+    let dir = std::env::temp_dir().join(format!("chime-test-{}", Uuid::now_v7()));
+    std::fs::create_dir_all(&dir)?;
+    // Each command records its process group, so the test can clean up what SIGKILL orphans.
+    let recovering_script = format!(
+        r#"echo $$ > {}/recovering; if [ "$CHIME_ATTEMPT" = 1 ]; then sleep 600; fi; echo rerun"#,
+        dir.display()
+    );
+    let recovering = submit(
+        &env,
+        &[
+            "--kind",
+            "shell",
+            "--requests-recovery",
+            "--script",
+            &recovering_script,
+        ],
+    )
+    .await?;
+    let lost_script = format!("echo $$ > {}/lost; sleep 600", dir.display());
+    let lost = submit(&env, &["--kind", "shell", "--script", &lost_script]).await?;
+    env.wait_status(recovering, TaskStatus::Running).await?;
+    env.wait_status(lost, TaskStatus::Running).await?;
+
+    signal(&worker, Signal::SIGKILL)?;
+    worker.wait().await?;
+    for name in ["recovering", "lost"] {
+        if let Ok(pid) = std::fs::read_to_string(dir.join(name))?
+            .trim()
+            .parse::<i32>()
+        {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+    env.start(Services::WORKER).await?;
+
+    let task = env.wait_terminal(recovering).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    assert_eq!(task.attempt, 2);
+    assert_eq!(task.attempts[0].outcome, Some(AttemptOutcome::Lost));
+    assert_eq!(task.result.map(|r| r.output), Some("rerun\n".into()));
+
+    let task = env.wait_terminal(lost).await?;
+    assert_eq!(task.status, TaskStatus::Failed, "{task:?}");
+    assert_eq!(task.reason.as_deref(), Some("lost"));
+    assert_eq!(task.attempts.len(), 1);
+    assert_eq!(task.attempts[0].outcome, Some(AttemptOutcome::Lost));
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_delivered_after_the_broker_connection_was_cut() -> Result<()> {
+    let (mut env, proxy) = TestEnv::behind_proxy().await?;
+    env.start(Services::ALL).await?;
+    let id = submit(
+        &env,
+        &[
+            "--kind",
+            "shell",
+            "--failed-retries",
+            "1",
+            "--failed-interval-ms",
+            "2000",
+            "--script",
+            r#"[ "$CHIME_ATTEMPT" -ge 2 ]"#,
+        ],
+    )
+    .await?;
+    env.wait_status(id, TaskStatus::Retrying).await?;
+    proxy.cut();
+    // Released while the broker is unreachable: its message waits in the outbox.
+    env.wait_status(id, TaskStatus::Ready).await?;
+    proxy.restore();
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(task.attempt, 2);
+    assert_eq!(
+        task.attempts.iter().map(|a| a.outcome).collect::<Vec<_>>(),
+        vec![
+            Some(AttemptOutcome::Failed),
+            Some(AttemptOutcome::Succeeded)
+        ]
+    );
+    env.cleanup().await
+}
