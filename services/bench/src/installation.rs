@@ -1,10 +1,10 @@
 //! A throw-away installation for a benchmark: its own database (dropped and recreated) and AMQP
-//! prefix, and K scheduler instances in this process.
+//! prefix, and the scheduler instances and workers it runs in this process.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chime_core::config::Settings;
+use chime_core::config::{Settings, WorkerSettings};
 use chime_core::{Node, Store};
 use chime_scheduler::SchedulerSettings;
 use tokio_util::sync::CancellationToken;
@@ -42,7 +42,7 @@ impl Installation {
             prefix: format!("chime-bench-{name}"),
             ..settings.clone()
         };
-        let store = Store::connect(&settings.database_url, 4).await?;
+        let store = Store::connect(&settings.database_url, 8).await?;
         Ok(Self {
             store,
             settings,
@@ -65,6 +65,28 @@ impl Installation {
             self.nodes.push(node);
         }
         Ok(())
+    }
+
+    /// Starts `count` workers with `concurrency` slots each, each on its own node.
+    pub async fn start_workers(&mut self, count: usize, concurrency: u16) -> BenchResult<()> {
+        for _ in 0..count {
+            let node = Arc::new(Node::start(self.settings.clone(), "bench").await?);
+            let (n, stop) = (node.clone(), self.shutdown.clone());
+            let worker = WorkerSettings {
+                concurrency,
+                ..n.settings.worker.clone()
+            };
+            tokio::spawn(async move {
+                let _ = chime_worker::run(&n, worker, stop).await;
+            });
+            self.nodes.push(node);
+        }
+        Ok(())
+    }
+
+    /// The installation's settings (its database and prefix).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Waits until `count` task messages are published (confirmed).

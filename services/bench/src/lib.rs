@@ -6,3 +6,4 @@ pub mod installation;
 pub mod lag;
 pub mod pickup;
 pub mod schedule;
+pub mod tasks;

@@ -169,6 +169,18 @@ enum BenchCommand {
         #[arg(long, default_value_t = 2)]
         schedulers: usize,
     },
+    /// N ad-hoc noop tasks end to end: tasks/s and submit-to-succeeded p50/p99.
+    Tasks {
+        /// How many tasks.
+        #[arg(long, default_value_t = 20_000)]
+        count: usize,
+        /// Slots per worker.
+        #[arg(long, default_value_t = 200)]
+        concurrency: u16,
+        /// How many workers (each with its own connections).
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+    },
     /// Next-fire computations per second on one core.
     Schedule {
         /// How long to run.
@@ -348,6 +360,24 @@ async fn run(cli: Cli) -> Result<()> {
             let figures = chime_bench::pickup::run(&settings(global, None)?, count, schedulers)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", figures.line());
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Tasks {
+            count,
+            concurrency,
+            workers,
+        }) => {
+            if count == 0 || concurrency == 0 || workers == 0 {
+                return Err(BadInput(
+                    "--count, --concurrency and --workers must be at least 1".into(),
+                )
+                .into());
+            }
+            let figures =
+                chime_bench::tasks::run(&settings(global, None)?, count, concurrency, workers)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", figures.line());
             Ok(())
         }

@@ -44,13 +44,10 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             // Shutting down before it started: give it back to the queue.
             return requeue(&delivery).await;
         };
-        let started = task_lifecycle::start_attempt(
-            &worker.store,
-            message.task_id,
-            message.attempt,
-            &worker.identity,
-        )
-        .await;
+        let started = worker
+            .transitions
+            .start_attempt(message.task_id, message.attempt)
+            .await;
         match started {
             Ok(true) => {}
             Ok(false) => {
@@ -79,8 +76,8 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         metrics::histogram!("chime_worker_attempt_seconds").record(started_at.elapsed());
         let outcome = end.outcome().as_str();
         let finished = FinishedAttempt {
-            message: &attempt.message,
-            worker: &worker.identity,
+            task_id: attempt.message.task_id,
+            attempt: attempt.message.attempt,
             end,
         };
         if record_end(worker, finished).await {
@@ -172,12 +169,10 @@ pub async fn handle_submission(worker: &Worker, channel: Channel, queue: &str, d
 
 /// Commits the attempt's end, retrying while the database is unreachable. Returns whether the
 /// delivery may be acked.
-async fn record_end(worker: &Worker, finished: FinishedAttempt<'_>) -> bool {
+async fn record_end(worker: &Worker, finished: FinishedAttempt) -> bool {
     let mut delay = Duration::from_millis(100);
     loop {
-        match task_lifecycle::finish_attempt(&worker.store, worker.topology(), finished.clone())
-            .await
-        {
+        match worker.transitions.finish_attempt(finished.clone()).await {
             Ok(true) => return true,
             Ok(false) => {
                 debug!("the attempt is no longer ours (killed or recovered); dropping");

@@ -4,6 +4,7 @@
 //! - [`delivery`]: what happens to one delivery, from decode to ack;
 //! - [`executor`]: the kinds a worker runs (shell, http, noop, command templates);
 //! - [`control`]: kill commands addressed to this worker;
+//! - [`transitions`]: where its task transitions are committed, batched;
 //! - this file: the worker's lifetime — register, heartbeat, consume, drain, go offline.
 //!
 //! A worker also consumes `<prefix>.submit`, turning ad-hoc submissions from any AMQP client into
@@ -13,6 +14,7 @@ pub mod consumer;
 pub mod control;
 pub mod delivery;
 pub mod executor;
+pub mod transitions;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -62,6 +64,7 @@ pub struct Worker {
     broker: Broker,
     prefetch: u16,
     executors: Executors,
+    transitions: transitions::Transitions,
     permits: Arc<Semaphore>,
     attempts: TaskTracker,
     /// The attempts running now, by task: where a kill command finds its process. Held only for
@@ -179,12 +182,18 @@ pub async fn run(
     )
     .await
     .map_err(WorkerError::Register)?;
+    let transitions = transitions::Transitions::start(
+        node.store.clone(),
+        node.broker.topology().clone(),
+        identity.clone(),
+    );
     let worker = Arc::new(Worker {
         identity,
         store: node.store.clone(),
         broker: node.broker.clone(),
         prefetch: settings.prefetch(),
         executors,
+        transitions,
         permits: Arc::new(Semaphore::new(usize::from(settings.concurrency))),
         attempts: TaskTracker::new(),
         running: Mutex::new(HashMap::new()),

@@ -77,190 +77,281 @@ impl AttemptEnd {
     }
 }
 
-/// An attempt's end, fenced by the attempt and the worker that ran it.
+/// An attempt's end, as its worker reports it.
 #[derive(Debug, Clone)]
-pub struct FinishedAttempt<'a> {
-    /// The task message the attempt ran.
-    pub message: &'a TaskMessage,
-    /// The worker.
-    pub worker: &'a WorkerIdentity,
+pub struct FinishedAttempt {
+    /// The task.
+    pub task_id: Uuid,
+    /// The attempt that ended.
+    pub attempt: i32,
     /// How it ended.
     pub end: AttemptEnd,
 }
 
 /// Creates a `ready` ad-hoc task and its task message, in one statement.
 ///
-/// The group is resolved by [`kind_routes::resolve_group`]; an unknown kind is refused. With a client-chosen id that exists already,
-/// nothing is written.
+/// The group is resolved by [`kind_routes::resolve_group`]; an unknown kind is refused. With a
+/// client-chosen id that exists already, nothing is written.
 pub async fn submit(
     store: &Store,
     topology: &Topology,
     task: NewTask,
 ) -> Result<Submitted, StoreError> {
-    let group = kind_routes::resolve_group(store, &task.kind, task.group.as_deref()).await?;
-    let id = task.id.unwrap_or_else(Uuid::now_v7);
-    let spec = if task.spec.is_null() {
-        json!({})
-    } else {
-        task.spec
-    };
-    let data = if task.data.is_null() {
-        json!({})
-    } else {
-        task.data
-    };
-    let message = TaskMessage {
-        v: MESSAGE_VERSION,
-        task_id: id,
-        attempt: 1,
-        kind: task.kind,
-        group,
-        spec,
-        data,
-        data_time: task.data_time,
-        timeout_ms: task.timeout_ms,
-        execute_user: task.execute_user,
-    };
-    let backoff = serde_json::to_value(task.backoff.unwrap_or_default())
-        .unwrap_or_else(|_| json!({"kind": "fixed"}));
-    let inserted: Option<Uuid> = sqlx::query_scalar(
+    let mut submitted = submit_many(store, topology, vec![task]).await?;
+    submitted.pop().ok_or_else(|| StoreError::Database {
+        context: "submitting the task",
+        source: sqlx::Error::RowNotFound,
+    })
+}
+
+/// `(nothing) → ready` for a batch of ad-hoc tasks: every task and its task message in one
+/// statement (one commit). Returns one [`Submitted`] per task, in order. An unknown kind refuses
+/// the whole batch; tasks whose client-chosen id exists already are skipped.
+pub async fn submit_many(
+    store: &Store,
+    topology: &Topology,
+    tasks: Vec<NewTask>,
+) -> Result<Vec<Submitted>, StoreError> {
+    let mut groups_by_kind: std::collections::HashMap<(String, Option<String>), String> =
+        std::collections::HashMap::new();
+    let mut messages = Vec::with_capacity(tasks.len());
+    let mut settings = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let key = (task.kind.clone(), task.group.clone());
+        let group = match groups_by_kind.get(&key) {
+            Some(group) => group.clone(),
+            None => {
+                let group =
+                    kind_routes::resolve_group(store, &task.kind, task.group.as_deref()).await?;
+                groups_by_kind.insert(key, group.clone());
+                group
+            }
+        };
+        let or_empty = |v: serde_json::Value| if v.is_null() { json!({}) } else { v };
+        messages.push(TaskMessage {
+            v: MESSAGE_VERSION,
+            task_id: task.id.unwrap_or_else(Uuid::now_v7),
+            attempt: 1,
+            kind: task.kind,
+            group,
+            spec: or_empty(task.spec),
+            data: or_empty(task.data),
+            data_time: task.data_time,
+            timeout_ms: task.timeout_ms,
+            execute_user: task.execute_user,
+        });
+        let backoff = serde_json::to_value(task.backoff.unwrap_or_default())
+            .unwrap_or_else(|_| json!({"kind": "fixed"}));
+        settings.push((
+            task.priority.unwrap_or(5),
+            task.reject_retries.unwrap_or(0),
+            task.reject_interval_ms.unwrap_or(3000),
+            task.failed_retries.unwrap_or(0),
+            task.failed_interval_ms.unwrap_or(3000),
+            backoff,
+            task.requests_recovery.unwrap_or(false),
+            task.submit_user,
+        ));
+    }
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.task_id).collect();
+    let kinds: Vec<&str> = messages.iter().map(|m| m.kind.as_str()).collect();
+    let specs: Vec<Json<&serde_json::Value>> = messages.iter().map(|m| Json(&m.spec)).collect();
+    let groups: Vec<&str> = messages.iter().map(|m| m.group.as_str()).collect();
+    let data: Vec<Json<&serde_json::Value>> = messages.iter().map(|m| Json(&m.data)).collect();
+    let data_times: Vec<Option<jiff_sqlx::Timestamp>> = messages
+        .iter()
+        .map(|m| m.data_time.map(jiff_sqlx::Timestamp::from))
+        .collect();
+    let timeouts: Vec<Option<i64>> = messages.iter().map(|m| m.timeout_ms).collect();
+    let users: Vec<Option<&str>> = messages.iter().map(|m| m.execute_user.as_deref()).collect();
+    let bodies: Vec<Json<&TaskMessage>> = messages.iter().map(Json).collect();
+    let priorities: Vec<i32> = settings.iter().map(|s| s.0).collect();
+    let reject_retries: Vec<i32> = settings.iter().map(|s| s.1).collect();
+    let reject_intervals: Vec<i64> = settings.iter().map(|s| s.2).collect();
+    let failed_retries: Vec<i32> = settings.iter().map(|s| s.3).collect();
+    let failed_intervals: Vec<i64> = settings.iter().map(|s| s.4).collect();
+    let backoffs: Vec<Json<&serde_json::Value>> = settings.iter().map(|s| Json(&s.5)).collect();
+    let recovery: Vec<bool> = settings.iter().map(|s| s.6).collect();
+    let submitters: Vec<Option<&str>> = settings.iter().map(|s| s.7.as_deref()).collect();
+    let inserted: Vec<Uuid> = sqlx::query_scalar(
         r#"
-        WITH task AS (
+        WITH new AS (
+            SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[],
+                                 $6::int[], $7::bigint[], $8::int[], $9::bigint[], $10::jsonb[],
+                                 $11::bigint[], $12::bool[], $13::timestamptz[], $14::jsonb[],
+                                 $15::text[], $16::text[], $17::jsonb[])
+                AS n(id, kind, spec, worker_group, priority, reject_retries, reject_interval_ms,
+                     failed_retries, failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                     data_time, data, submit_user, execute_user, body)
+        ), task AS (
             INSERT INTO tasks (id, kind, spec, worker_group, priority, status, attempt,
                                reject_retries, reject_interval_ms, failed_retries,
                                failed_interval_ms, backoff, timeout_ms, requests_recovery,
                                data_time, data, submit_user, execute_user, ready_at)
-            VALUES ($1, $2, $3, $4, $5, 'ready', 1, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-                    $15, $16, now())
+            SELECT id, kind, spec, worker_group, priority, 'ready', 1, reject_retries,
+                   reject_interval_ms, failed_retries, failed_interval_ms, backoff, timeout_ms,
+                   requests_recovery, data_time, data, submit_user, execute_user, now()
+            FROM new
             ON CONFLICT (id) DO NOTHING
             RETURNING id
         ), message AS (
             INSERT INTO outbox (exchange, routing_key, body)
-            SELECT $17, $4, $18 FROM task
+            SELECT $18, new.worker_group, new.body FROM new JOIN task USING (id)
         )
         SELECT id FROM task
         "#,
     )
-    .bind(id)
-    .bind(&message.kind)
-    .bind(Json(&message.spec))
-    .bind(&message.group)
-    .bind(task.priority.unwrap_or(5))
-    .bind(task.reject_retries.unwrap_or(0))
-    .bind(task.reject_interval_ms.unwrap_or(3000))
-    .bind(task.failed_retries.unwrap_or(0))
-    .bind(task.failed_interval_ms.unwrap_or(3000))
-    .bind(Json(backoff))
-    .bind(message.timeout_ms)
-    .bind(task.requests_recovery.unwrap_or(false))
-    .bind(message.data_time.map(jiff_sqlx::Timestamp::from))
-    .bind(Json(&message.data))
-    .bind(&task.submit_user)
-    .bind(&message.execute_user)
+    .bind(&ids)
+    .bind(&kinds)
+    .bind(&specs)
+    .bind(&groups)
+    .bind(&priorities)
+    .bind(&reject_retries)
+    .bind(&reject_intervals)
+    .bind(&failed_retries)
+    .bind(&failed_intervals)
+    .bind(&backoffs)
+    .bind(&timeouts)
+    .bind(&recovery)
+    .bind(&data_times)
+    .bind(&data)
+    .bind(&submitters)
+    .bind(&users)
+    .bind(&bodies)
     .bind(topology.tasks_exchange())
-    .bind(Json(&message))
-    .fetch_optional(store.pool())
+    .fetch_all(store.pool())
     .await
-    .context("inserting the task")?;
-    Ok(Submitted {
-        id,
-        created: inserted.is_some(),
-    })
+    .context("inserting the tasks")?;
+    let inserted: std::collections::HashSet<Uuid> = inserted.into_iter().collect();
+    Ok(ids
+        .into_iter()
+        .map(|id| Submitted {
+            id,
+            created: inserted.contains(&id),
+        })
+        .collect())
 }
 
-/// `ready → running` for exactly this attempt, recording the worker and opening the attempt's row.
-///
-/// Returns false when nothing moved: a duplicate or stale delivery, or a killed task. The caller
-/// acks and drops the message.
-pub async fn start_attempt(
+/// `ready → running` for exactly these attempts, recording the worker and opening each attempt's
+/// row, in one statement. Returns the `(task, attempt)` pairs that moved; the others were
+/// duplicate or stale deliveries, or killed tasks, which the caller acks and drops.
+pub async fn start_attempts(
     store: &Store,
-    task_id: Uuid,
-    attempt: i32,
     worker: &WorkerIdentity,
-) -> Result<bool, StoreError> {
-    let started: Option<Uuid> = sqlx::query_scalar(
+    attempts: &[(Uuid, i32)],
+) -> Result<Vec<(Uuid, i32)>, StoreError> {
+    let ids: Vec<Uuid> = attempts.iter().map(|a| a.0).collect();
+    let numbers: Vec<i32> = attempts.iter().map(|a| a.1).collect();
+    let started: Vec<(Uuid, i32)> = sqlx::query_as(
         r#"
-        WITH moved AS (
-            UPDATE tasks SET status = 'running', worker_id = $3, started_at = now()
-            WHERE id = $1 AND attempt = $2 AND status = 'ready'
-            RETURNING id, attempt, started_at
+        WITH wanted AS (
+            SELECT * FROM UNNEST($1::uuid[], $2::int[]) AS w(id, attempt)
+        ), moved AS (
+            UPDATE tasks t SET status = 'running', worker_id = $3, started_at = now()
+            FROM wanted w
+            WHERE t.id = w.id AND t.attempt = w.attempt AND t.status = 'ready'
+            RETURNING t.id, t.attempt, t.started_at
         )
         INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name, started_at)
         SELECT id, attempt, $3, $4, started_at FROM moved
-        RETURNING task_id
+        RETURNING task_id, attempt
         "#,
     )
-    .bind(task_id)
-    .bind(attempt)
+    .bind(&ids)
+    .bind(&numbers)
     .bind(worker.id)
     .bind(&worker.name)
-    .fetch_optional(store.pool())
+    .fetch_all(store.pool())
     .await
-    .context("starting the attempt")?;
-    Ok(started.is_some())
+    .context("starting attempts")?;
+    Ok(started)
 }
 
-/// `running → succeeded | retrying | failed | killed` for the attempt this worker runs: closes the
-/// attempt's row and writes the task's event to the outbox, in one statement.
+/// `running → succeeded | retrying | failed | killed` for attempts this worker ran: closes each
+/// attempt's row and writes each task's event to the outbox, all in one statement.
 ///
 /// A rejected attempt uses the reject budget and a failed one the failed budget, never each
 /// other's: with budget left the task is `retrying` until `next_attempt_at` (the budget's interval
-/// with the task's backoff, see `retry_delay` in the migrations), else `failed` with the reason.
-/// A task that ends (not `retrying`) lets its job's blocked triggers fire again.
+/// with the task's backoff, see `retry_delay` in the migrations; for a rejection, no sooner than
+/// the job's Retry-After), else `failed` with the reason. A task that ends (not `retrying`) lets
+/// its job's blocked triggers fire again.
 ///
-/// Returns false when the attempt is no longer this worker's (killed, or recovered elsewhere).
-pub async fn finish_attempt(
+/// Returns the `(task, attempt)` pairs that moved; an attempt missing from it is no longer this
+/// worker's (killed, or recovered elsewhere).
+pub async fn finish_attempts(
     store: &Store,
     topology: &Topology,
-    finished: FinishedAttempt<'_>,
-) -> Result<bool, StoreError> {
-    let message = finished.message;
-    let outcome = finished.end.outcome();
-    let (reason, result, retry_after) = match finished.end {
-        AttemptEnd::Succeeded(result) => (None, result, None),
-        AttemptEnd::Failed { result, reason } => (Some(reason), result, None),
-        AttemptEnd::Rejected { error, retry_after } => (
-            Some("rejected"),
-            TaskResult {
-                error: Some(error),
-                ..TaskResult::default()
-            },
-            retry_after,
-        ),
-        AttemptEnd::Killed(result) => (Some("killed"), result, None),
-    };
-    let retry_after_ms =
-        retry_after.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let moved: Option<Uuid> = sqlx::query_scalar(
+    worker: &WorkerIdentity,
+    finished: &[FinishedAttempt],
+) -> Result<Vec<(Uuid, i32)>, StoreError> {
+    let n = finished.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut attempts = Vec::with_capacity(n);
+    let mut outcomes = Vec::with_capacity(n);
+    let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut results = Vec::with_capacity(n);
+    let mut retry_after_ms = Vec::with_capacity(n);
+    for f in finished {
+        let (reason, result, retry_after) = match &f.end {
+            AttemptEnd::Succeeded(result) => (None, result.clone(), None),
+            AttemptEnd::Failed { result, reason } => (Some(*reason), result.clone(), None),
+            AttemptEnd::Rejected { error, retry_after } => (
+                Some("rejected"),
+                TaskResult {
+                    error: Some(error.clone()),
+                    ..TaskResult::default()
+                },
+                *retry_after,
+            ),
+            AttemptEnd::Killed(result) => (Some("killed"), result.clone(), None),
+        };
+        ids.push(f.task_id);
+        attempts.push(f.attempt);
+        outcomes.push(f.end.outcome().as_str());
+        reasons.push(reason);
+        retry_after_ms
+            .push(retry_after.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+        results.push(result);
+    }
+    let exit_codes: Vec<Option<i32>> = results.iter().map(|r| r.exit_code).collect();
+    let errors: Vec<Option<&str>> = results.iter().map(|r| r.error.as_deref()).collect();
+    let results: Vec<Json<&TaskResult>> = results.iter().map(Json).collect();
+    let moved: Vec<(Uuid, i32)> = sqlx::query_as(
         r#"
-        WITH current AS (
+        WITH ends AS (
+            SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[],
+                                 $6::bigint[], $7::int[], $8::text[])
+                AS e(id, attempt, outcome, reason, result, retry_after_ms, exit_code, error)
+        ), current AS (
             -- the retry's delay when the outcome's budget has some left, else null
-            SELECT id, CASE
-                WHEN $4 = 'rejected' AND rejects < reject_retries THEN greatest(
-                    retry_delay(backoff, reject_interval_ms, rejects + 1),
-                    make_interval(secs => $7 / 1000.0))
-                WHEN $4 = 'failed' AND failures < failed_retries THEN
-                    retry_delay(backoff, failed_interval_ms, failures + 1)
+            SELECT e.*, CASE
+                WHEN e.outcome = 'rejected' AND t.rejects < t.reject_retries THEN greatest(
+                    retry_delay(t.backoff, t.reject_interval_ms, t.rejects + 1),
+                    make_interval(secs => e.retry_after_ms / 1000.0))
+                WHEN e.outcome = 'failed' AND t.failures < t.failed_retries THEN
+                    retry_delay(t.backoff, t.failed_interval_ms, t.failures + 1)
                 END AS retry_in
-            FROM tasks
-            WHERE id = $1 AND attempt = $2 AND status = 'running' AND worker_id = $3
-            FOR UPDATE
+            FROM tasks t JOIN ends e ON t.id = e.id AND t.attempt = e.attempt
+            WHERE t.status = 'running' AND t.worker_id = $9
+            ORDER BY t.id
+            FOR UPDATE OF t
         ), done AS (
             UPDATE tasks t SET
                 status = CASE WHEN c.retry_in IS NOT NULL THEN 'retrying'
-                              WHEN $4 = 'rejected' THEN 'failed'
-                              ELSE $4 END,
-                rejects = t.rejects + ($4 = 'rejected')::int,
-                failures = t.failures + ($4 = 'failed')::int,
+                              WHEN c.outcome = 'rejected' THEN 'failed'
+                              ELSE c.outcome END,
+                rejects = t.rejects + (c.outcome = 'rejected')::int,
+                failures = t.failures + (c.outcome = 'failed')::int,
                 next_attempt_at = now() + c.retry_in,
                 finished_at = CASE WHEN c.retry_in IS NULL THEN now() END,
-                reason = $5, result = $6
+                reason = c.reason, result = c.result
             FROM current c WHERE t.id = c.id
-            RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time,
-                      now() AS at
+            RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time, c.outcome,
+                      c.reason, c.exit_code, c.error, now() AS at
         ), attempt AS (
             UPDATE task_attempts a
-            SET outcome = $4, finished_at = done.at, exit_code = $8, error = $9
+            SET outcome = done.outcome, finished_at = done.at, exit_code = done.exit_code,
+                error = done.error
             FROM done
             WHERE a.task_id = done.id AND a.attempt = done.attempt
         ), unblocked AS (
@@ -272,26 +363,26 @@ pub async fn finish_attempt(
         ), event AS (
             INSERT INTO outbox (exchange, routing_key, body)
             SELECT $10, 'task.' || status || '.' || worker_group,
-                   task_event(id, attempt, status, worker_group, job_id, data_time, $5, at)
+                   task_event(id, attempt, status, worker_group, job_id, data_time, reason, at)
             FROM done
         )
-        SELECT id FROM done
+        SELECT id, attempt FROM done
         "#,
     )
-    .bind(message.task_id)
-    .bind(message.attempt)
-    .bind(finished.worker.id)
-    .bind(outcome.as_str())
-    .bind(reason)
-    .bind(Json(&result))
-    .bind(retry_after_ms)
-    .bind(result.exit_code)
-    .bind(&result.error)
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(&outcomes)
+    .bind(&reasons)
+    .bind(&results)
+    .bind(&retry_after_ms)
+    .bind(&exit_codes)
+    .bind(&errors)
+    .bind(worker.id)
     .bind(topology.events_exchange())
-    .fetch_optional(store.pool())
+    .fetch_all(store.pool())
     .await
-    .context("finishing the attempt")?;
-    Ok(moved.is_some())
+    .context("finishing attempts")?;
+    Ok(moved)
 }
 
 /// One fire of a trigger, as the scheduler records it.

@@ -1,0 +1,130 @@
+//! Where a worker commits its task transitions: attempts started (`ready → running`) and ended
+//! (`running → succeeded | retrying | failed | killed`), batched.
+//!
+//! Each delivery asks for its transition and waits for the answer; one loop per kind of transition
+//! takes every request that is waiting and commits them in one statement
+//! ([`task_lifecycle::start_attempts`], [`task_lifecycle::finish_attempts`]). Under load a batch
+//! holds whatever arrived while the previous one was committing, so a busy worker makes a few
+//! commits per round instead of two per task; an idle worker commits a lone request at once. The
+//! answer comes after the commit, so a delivery is still acked only once its outcome is durable.
+
+use std::sync::Arc;
+
+use chime_core::bus::Topology;
+use chime_core::store::task_lifecycle::{self, FinishedAttempt, WorkerIdentity};
+use chime_core::store::{Store, StoreError};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{Instrument, info_span};
+use uuid::Uuid;
+
+/// The most transitions one statement carries.
+const MAX_BATCH: usize = 1000;
+
+/// Whether the transition was made (false: the attempt was not in the expected state), or why the
+/// database could not be asked.
+pub type Answer = Result<bool, Arc<StoreError>>;
+
+struct Request<T> {
+    item: T,
+    reply: oneshot::Sender<Answer>,
+}
+
+/// Handle on the two batching loops; cheap to clone. The loops end when every handle is dropped.
+#[derive(Clone, Debug)]
+pub struct Transitions {
+    starts: mpsc::UnboundedSender<Request<(Uuid, i32)>>,
+    ends: mpsc::UnboundedSender<Request<FinishedAttempt>>,
+}
+
+impl Transitions {
+    /// Starts the loops for `worker`.
+    pub fn start(store: Store, topology: Topology, worker: WorkerIdentity) -> Self {
+        let (starts, start_rx) = mpsc::unbounded_channel();
+        let (ends, end_rx) = mpsc::unbounded_channel();
+        let (s, w) = (store.clone(), worker.clone());
+        tokio::spawn(
+            run(start_rx, "start", move |batch: Vec<(Uuid, i32)>| {
+                let (s, w) = (s.clone(), w.clone());
+                async move { task_lifecycle::start_attempts(&s, &w, &batch).await }
+            })
+            .instrument(info_span!("attempt_starts")),
+        );
+        tokio::spawn(
+            run(end_rx, "finish", move |batch: Vec<FinishedAttempt>| {
+                let (s, t, w) = (store.clone(), topology.clone(), worker.clone());
+                async move { task_lifecycle::finish_attempts(&s, &t, &w, &batch).await }
+            })
+            .instrument(info_span!("attempt_ends")),
+        );
+        Self { starts, ends }
+    }
+
+    /// `ready → running` for this attempt; false if it was not ready (duplicate, stale, killed).
+    pub async fn start_attempt(&self, task_id: Uuid, attempt: i32) -> Answer {
+        ask(&self.starts, (task_id, attempt)).await
+    }
+
+    /// Records the attempt's end; false if the attempt is no longer this worker's.
+    pub async fn finish_attempt(&self, finished: FinishedAttempt) -> Answer {
+        ask(&self.ends, finished).await
+    }
+}
+
+async fn ask<T>(queue: &mpsc::UnboundedSender<Request<T>>, item: T) -> Answer {
+    let (reply, answer) = oneshot::channel();
+    let gone = || Arc::new(StoreError::Invalid("the worker is stopping".into()));
+    queue.send(Request { item, reply }).map_err(|_| gone())?;
+    answer.await.map_err(|_| gone())?
+}
+
+/// Something a transition is about: its `(task, attempt)`.
+trait Keyed {
+    fn key(&self) -> (Uuid, i32);
+}
+
+impl Keyed for (Uuid, i32) {
+    fn key(&self) -> (Uuid, i32) {
+        *self
+    }
+}
+
+impl Keyed for FinishedAttempt {
+    fn key(&self) -> (Uuid, i32) {
+        (self.task_id, self.attempt)
+    }
+}
+
+/// Takes every waiting request, commits them with `commit`, answers each; until every sender is
+/// gone.
+async fn run<T, F, Fut>(
+    mut queue: mpsc::UnboundedReceiver<Request<T>>,
+    kind: &'static str,
+    commit: F,
+) where
+    T: Keyed,
+    F: Fn(Vec<T>) -> Fut,
+    Fut: Future<Output = Result<Vec<(Uuid, i32)>, StoreError>>,
+{
+    let mut waiting = Vec::with_capacity(MAX_BATCH);
+    while queue.recv_many(&mut waiting, MAX_BATCH).await > 0 {
+        let (items, replies): (Vec<T>, Vec<oneshot::Sender<Answer>>) =
+            waiting.drain(..).map(|r| (r.item, r.reply)).unzip();
+        let keys: Vec<(Uuid, i32)> = items.iter().map(Keyed::key).collect();
+        metrics::histogram!("chime_worker_transition_batch", "kind" => kind)
+            .record(items.len() as f64);
+        match commit(items).await {
+            Ok(moved) => {
+                let moved: std::collections::HashSet<(Uuid, i32)> = moved.into_iter().collect();
+                for (key, reply) in keys.into_iter().zip(replies) {
+                    let _ = reply.send(Ok(moved.contains(&key)));
+                }
+            }
+            Err(error) => {
+                let error = Arc::new(error);
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}
