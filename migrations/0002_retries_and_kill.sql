@@ -17,6 +17,15 @@ RETURNS interval LANGUAGE sql VOLATILE AS $$
     END) / 1000.0)
 $$;
 
+-- Whether an attempt that ended with `outcome` leaves its task a retry: a rejection spends the
+-- reject budget, a failure the failed budget, never each other's.
+CREATE FUNCTION retries_left(outcome text, rejects integer, reject_retries integer,
+                             failures integer, failed_retries integer)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT (outcome = 'rejected' AND rejects < reject_retries)
+        OR (outcome = 'failed' AND failures < failed_retries)
+$$;
+
 -- A task's lifecycle event (model::TaskEvent), published to `<prefix>.events` with routing key
 -- `task.<status>.<group>`.
 CREATE FUNCTION task_event(task_id uuid, attempt integer, status text, worker_group text,

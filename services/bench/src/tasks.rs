@@ -77,14 +77,24 @@ pub async fn run(
         left -= n;
     }
     let submit_s = started.elapsed().as_secs_f64();
+    // Done when no task is left unfinished (an index probe, so watching costs the run little).
     loop {
-        let done: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE status = 'succeeded'")
-            .fetch_one(store.pool())
-            .await?;
-        if done as usize >= count {
+        let unfinished: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM tasks WHERE status IN ('ready', 'running', 'retrying'))",
+        )
+        .fetch_one(store.pool())
+        .await?;
+        if !unfinished {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let succeeded: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM tasks WHERE status = 'succeeded'")
+            .fetch_one(store.pool())
+            .await?;
+    if succeeded as usize != count {
+        return Err(format!("{succeeded} of {count} tasks succeeded").into());
     }
     let (span_s, p50_ms, p99_ms): (f64, f64, f64) = sqlx::query_as(
         "SELECT extract(epoch FROM max(finished_at) - min(created_at))::float8,

@@ -322,32 +322,36 @@ pub async fn finish_attempts(
             SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[],
                                  $6::bigint[], $7::int[], $8::text[])
                 AS e(id, attempt, outcome, reason, result, retry_after_ms, exit_code, error)
-        ), current AS (
-            -- the retry's delay when the outcome's budget has some left, else null
-            SELECT e.*, CASE
-                WHEN e.outcome = 'rejected' AND t.rejects < t.reject_retries THEN greatest(
-                    retry_delay(t.backoff, t.reject_interval_ms, t.rejects + 1),
-                    make_interval(secs => e.retry_after_ms / 1000.0))
-                WHEN e.outcome = 'failed' AND t.failures < t.failed_retries THEN
-                    retry_delay(t.backoff, t.failed_interval_ms, t.failures + 1)
-                END AS retry_in
-            FROM tasks t JOIN ends e ON t.id = e.id AND t.attempt = e.attempt
-            WHERE t.status = 'running' AND t.worker_id = $9
-            ORDER BY t.id
-            FOR UPDATE OF t
         ), done AS (
+            -- The fence (attempt, running, this worker) is in the UPDATE itself so that it is
+            -- re-checked on the row's latest version if a kill or recovery got there first; the
+            -- budgets are read from that same version.
             UPDATE tasks t SET
-                status = CASE WHEN c.retry_in IS NOT NULL THEN 'retrying'
-                              WHEN c.outcome = 'rejected' THEN 'failed'
-                              ELSE c.outcome END,
-                rejects = t.rejects + (c.outcome = 'rejected')::int,
-                failures = t.failures + (c.outcome = 'failed')::int,
-                next_attempt_at = now() + c.retry_in,
-                finished_at = CASE WHEN c.retry_in IS NULL THEN now() END,
-                reason = c.reason, result = c.result
-            FROM current c WHERE t.id = c.id
-            RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time, c.outcome,
-                      c.reason, c.exit_code, c.error, now() AS at
+                status = CASE
+                    WHEN retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
+                                      t.failed_retries) THEN 'retrying'
+                    WHEN e.outcome = 'rejected' THEN 'failed'
+                    ELSE e.outcome END,
+                rejects = t.rejects + (e.outcome = 'rejected')::int,
+                failures = t.failures + (e.outcome = 'failed')::int,
+                next_attempt_at = CASE
+                    WHEN NOT retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
+                                          t.failed_retries) THEN NULL
+                    WHEN e.outcome = 'rejected' THEN now() + greatest(
+                        retry_delay(t.backoff, t.reject_interval_ms, t.rejects + 1),
+                        make_interval(secs => e.retry_after_ms / 1000.0))
+                    ELSE now() + retry_delay(t.backoff, t.failed_interval_ms, t.failures + 1)
+                    END,
+                finished_at = CASE
+                    WHEN retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
+                                      t.failed_retries) THEN NULL
+                    ELSE now() END,
+                reason = e.reason, result = e.result
+            FROM ends e
+            WHERE t.id = e.id AND t.attempt = e.attempt AND t.status = 'running'
+              AND t.worker_id = $9
+            RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time, e.outcome,
+                      e.reason, e.exit_code, e.error, now() AS at
         ), attempt AS (
             UPDATE task_attempts a
             SET outcome = done.outcome, finished_at = done.at, exit_code = done.exit_code,
