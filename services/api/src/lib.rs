@@ -83,6 +83,13 @@ pub fn router(state: AppState) -> Router {
             routes::jobs::delete_job
         ))
         .routes(routes!(routes::jobs::run_job))
+        .routes(routes!(
+            routes::jobs::list_dependencies,
+            routes::jobs::add_dependency
+        ))
+        .routes(routes!(routes::jobs::remove_dependency))
+        .routes(routes!(routes::jobs::backfill_job))
+        .routes(routes!(routes::tasks::rerun_task))
         .routes(routes!(routes::jobs::job_action))
         .routes(routes!(routes::jobs::trigger_action))
         .routes(routes!(routes::jobs::group_action))

@@ -62,6 +62,8 @@ enum Command {
     Worker(ServeArgs),
     /// Runs a scheduler instance (trigger firing); run as many as you like.
     Scheduler(ServeArgs),
+    /// Runs a dependency service (advances downstream jobs, backfills); run as many as you like.
+    Dependency(ServeArgs),
     /// Applies the database migrations (creating the database if needed).
     Migrate,
     /// Submits an ad-hoc task and prints its id.
@@ -96,6 +98,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Backfills a job: a task for every fire time of its triggers in a range.
+    Backfill(commands::jobs::BackfillArgs),
     /// Routes job kinds to worker groups (`chime route set hive etl`).
     #[command(subcommand)]
     Route(RouteCommand),
@@ -217,6 +221,11 @@ enum TaskCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Re-runs a task that has ended (failed, killed or succeeded) as a new attempt.
+    Rerun {
+        /// The task's id.
+        id: uuid::Uuid,
+    },
     /// Kills a task: a running one's process group dies; a waiting, ready or retrying one is
     /// cancelled. Waits (up to 10 s) until a running task is recorded `killed`.
     Kill {
@@ -293,6 +302,7 @@ async fn run(cli: Cli) -> Result<()> {
             | Command::Api(_)
             | Command::Worker(_)
             | Command::Scheduler(_)
+            | Command::Dependency(_)
             | Command::Migrate
     );
     // lapin logs an error when a channel closes with its connection at shutdown; real connection
@@ -318,6 +328,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Scheduler(ref args) => {
             commands::services::run(settings(global, Some(args))?, Services::SCHEDULER).await
         }
+        Command::Dependency(ref args) => {
+            commands::services::run(settings(global, Some(args))?, Services::DEPENDENCY).await
+        }
         Command::Migrate => commands::services::migrate(&settings(global, None)?).await,
         Command::Submit(args) => {
             commands::submit::run(&client(&settings(global, None)?)?, args).await
@@ -332,6 +345,12 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Task(TaskCommand::Kill { id }) => {
             commands::tasks::kill(&client(&settings(global, None)?)?, id).await
+        }
+        Command::Task(TaskCommand::Rerun { id }) => {
+            commands::tasks::rerun(&client(&settings(global, None)?)?, id).await
+        }
+        Command::Backfill(args) => {
+            commands::jobs::backfill(&client(&settings(global, None)?)?, args).await
         }
         Command::Schedule(ScheduleCommand::Preview(args)) => commands::schedule::run(args),
         Command::Bench(BenchCommand::Fire {

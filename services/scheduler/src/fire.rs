@@ -24,7 +24,7 @@ use chime_core::model::{MESSAGE_VERSION, TaskMessage};
 use chime_core::schedule::misfire::{self, MisfirePolicy};
 use chime_core::schedule::{Calendar, CalendarSpec, Schedule, ScheduleSpec};
 use chime_core::store::task_lifecycle::{TriggerFire, record_trigger_fires};
-use chime_core::store::{Context, Store, StoreError};
+use chime_core::store::{Context, Store, StoreError, dependencies};
 use jiff::{SignedDuration, Timestamp};
 use sqlx::FromRow;
 use sqlx::types::Json;
@@ -77,6 +77,7 @@ struct DueTrigger {
     job_data: Json<serde_json::Value>,
     timeout_ms: Option<i64>,
     execute_user: Option<String>,
+    data_time_period: Option<String>,
 }
 
 /// A trigger's state after the round.
@@ -116,7 +117,7 @@ pub async fn fire_due(
                    SELECT 1 FROM tasks x
                    WHERE x.job_id = j.id AND x.status IN ('ready', 'running', 'retrying')
                )) AS job_busy,
-               j.data AS job_data, j.timeout_ms, j.execute_user
+               j.data AS job_data, j.timeout_ms, j.execute_user, j.data_time_period
         FROM triggers t
         JOIN jobs j ON j.id = t.job_id
         LEFT JOIN calendars c ON c.name = t.calendar_name
@@ -304,7 +305,11 @@ fn fire(trigger: &DueTrigger, at: Timestamp) -> TriggerFire {
             group: trigger.worker_group.clone(),
             spec: trigger.spec.0.clone(),
             data,
-            data_time: Some(at),
+            // A job with a data-time period runs for the period its fire falls in.
+            data_time: Some(dependencies::data_time_of(
+                trigger.data_time_period.as_deref(),
+                at,
+            )),
             timeout_ms: trigger.timeout_ms,
             execute_user: trigger.execute_user.clone(),
         },

@@ -9,6 +9,7 @@
 //! | `<p>.worker.<id>`     | exclusive queue          | one worker's commands                     |
 //! | `<p>.submit`          | direct exchange + queue  | ad-hoc tasks from any AMQP client         |
 //! | `<p>.dead`            | fanout exchange + queue  | poison and undeliverable messages         |
+//! | `<p>.dependencies`    | quorum queue on events   | ended and waiting tasks, for dependencies |
 //!
 //! Every declaration is idempotent and made after each (re)connection.
 
@@ -65,6 +66,11 @@ impl Topology {
     /// Exchange and queue of ad-hoc submissions.
     pub fn submit_exchange(&self) -> String {
         format!("{}.submit", self.prefix)
+    }
+
+    /// The dependency service's queue of task events (ended and waiting tasks).
+    pub fn dependencies_queue(&self) -> String {
+        format!("{}.dependencies", self.prefix)
     }
 
     /// Fanout exchange and queue of dead letters.
@@ -125,6 +131,29 @@ impl Topology {
                 FieldTable::default(),
             )
             .await?;
+        // Declared by every process, not only the dependency service, so that no event a
+        // downstream job needs is dropped while no dependency service runs.
+        let dependencies = self.dependencies_queue();
+        let mut dependencies_args = quorum();
+        self.dead_lettered(&mut dependencies_args);
+        channel
+            .queue_declare(
+                dependencies.clone().into(),
+                QueueDeclareOptions::durable(),
+                dependencies_args,
+            )
+            .await?;
+        for status in ["succeeded", "failed", "killed", "waiting"] {
+            channel
+                .queue_bind(
+                    dependencies.clone().into(),
+                    self.events_exchange().into(),
+                    format!("task.{status}.#").into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+        }
         Ok(())
     }
 
@@ -184,7 +213,11 @@ impl Topology {
     /// throw-away installations (tests, benchmarks). Missing ones are ignored.
     pub async fn remove(&self, channel: &Channel, groups: &[String]) {
         let mut queues: Vec<String> = groups.iter().map(|g| self.group_queue(g)).collect();
-        queues.extend([self.submit_exchange(), self.dead_exchange()]);
+        queues.extend([
+            self.submit_exchange(),
+            self.dead_exchange(),
+            self.dependencies_queue(),
+        ]);
         for queue in queues {
             let _ = channel
                 .queue_delete(queue.into(), QueueDeleteOptions::default())

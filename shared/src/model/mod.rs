@@ -14,4 +14,5 @@ pub use message::{
 pub use submission::{Backoff, MAX_PAYLOAD_BYTES, NewTask, SubmissionError};
 pub use task::{
     AttemptOutcome, AttemptView, JobRef, TaskResult, TaskStatus, TaskView, UnknownStatus,
+    UnmetDependency,
 };

@@ -203,4 +203,22 @@ pub struct TaskView {
     pub result: Option<TaskResult>,
     /// Every attempt so far (empty in lists).
     pub attempts: Vec<AttemptView>,
+    /// What a `waiting` task still waits for (shown for one task, empty in lists).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_on: Vec<UnmetDependency>,
+    /// The backfill the task belongs to or descends from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill_id: Option<i64>,
+}
+
+/// One upstream run a waiting task still needs (`chime task show`, the task's API view).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UnmetDependency {
+    /// The upstream job, `group.name` (or the backfill holding the task back).
+    pub upstream: String,
+    /// The upstream data time needed, when known.
+    #[schema(value_type = Option<String>)]
+    pub data_time: Option<Timestamp>,
+    /// Where that run is: `missing` (not created yet), a task status, or why else it waits.
+    pub state: String,
 }

@@ -303,6 +303,32 @@ impl Schedule {
         None
     }
 
+    /// The fire times in `[from, to]`, at most `limit` of them (backfills, and the upstream runs
+    /// a dependency `period` window expects). A trigger's repeat count is counted from `from`.
+    pub fn fire_times_between(
+        &self,
+        calendar: Option<&Calendar>,
+        from: Timestamp,
+        to: Timestamp,
+        limit: usize,
+    ) -> Vec<Timestamp> {
+        let mut fires = Vec::new();
+        let mut next = match from.checked_sub(SignedDuration::from_millis(1)) {
+            Ok(before) if before >= self.start => self.next_fire_time(before, 0, calendar),
+            _ => self.first_fire_time(calendar),
+        };
+        while let Some(fire) = next {
+            if fire > to || fires.len() >= limit {
+                break;
+            }
+            if fire >= from {
+                fires.push(fire);
+            }
+            next = self.next_fire_time(fire, fires.len() as i64 + 1, calendar);
+        }
+        fires
+    }
+
     /// The next `count` fire times from the start, as Quartz's `TriggerUtils.computeFireTimes`.
     pub fn fire_times(&self, calendar: Option<&Calendar>, count: usize) -> Vec<Timestamp> {
         let mut fires = Vec::with_capacity(count.min(1024));

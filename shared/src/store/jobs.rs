@@ -296,18 +296,56 @@ pub async fn list(store: &Store) -> Result<Vec<JobView>, StoreError> {
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
-/// Deletes a job and its triggers; its tasks stay as history. A job others depend on is refused.
-pub async fn delete(store: &Store, group: &str, name: &str) -> Result<(), StoreError> {
+/// Deletes a job and its triggers; its tasks stay as history. A job others depend on is refused
+/// (naming them) unless `force`, which removes those dependencies too.
+pub async fn delete(store: &Store, group: &str, name: &str, force: bool) -> Result<(), StoreError> {
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let dependents: Vec<String> = sqlx::query_scalar(
+        "SELECT d.group_name || '.' || d.name
+         FROM job_dependencies x JOIN jobs u ON u.id = x.depends_on_job_id
+              JOIN jobs d ON d.id = x.job_id
+         WHERE u.group_name = $1 AND u.name = $2 ORDER BY 1",
+    )
+    .bind(group)
+    .bind(name)
+    .fetch_all(&mut *tx)
+    .await
+    .context("finding the job's dependents")?;
+    if !dependents.is_empty() {
+        if !force {
+            return Err(StoreError::Conflict(format!(
+                "job {group}.{name} has jobs depending on it: {} (remove those dependencies, or \
+                 delete with --force)",
+                dependents.join(", ")
+            )));
+        }
+        sqlx::query(
+            "DELETE FROM job_dependencies x USING jobs u
+             WHERE u.id = x.depends_on_job_id AND u.group_name = $1 AND u.name = $2",
+        )
+        .bind(group)
+        .bind(name)
+        .execute(&mut *tx)
+        .await
+        .context("removing the dependencies on the job")?;
+    }
     let done = sqlx::query("DELETE FROM jobs WHERE group_name = $1 AND name = $2")
         .bind(group)
         .bind(name)
-        .execute(store.pool())
+        .execute(&mut *tx)
         .await;
     match done {
         Ok(done) if done.rows_affected() == 0 => {
             Err(StoreError::NotFound(format!("job {group}.{name}")))
         }
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            tx.commit().await.context("committing the deletion")?;
+            Ok(())
+        }
         Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23503") => Err(
             StoreError::Conflict(format!("job {group}.{name} has jobs depending on it")),
         ),

@@ -3,7 +3,9 @@
 //! The store is the source of truth (DESIGN.md section 2). Each submodule owns the statements of one
 //! table family; a task's status moves only in [`task_lifecycle`].
 
+pub mod backfills;
 pub mod calendars;
+pub mod dependencies;
 pub mod jobs;
 pub mod kind_routes;
 pub mod notify;

@@ -404,10 +404,12 @@ pub struct TriggerFire {
     pub message: TaskMessage,
 }
 
-/// `(nothing) → ready` for a batch of trigger fires, in the caller's transaction: one
-/// fired_triggers row, one task (copying its job's settings) and one outbox row released at the
-/// fire time, per fire. A (trigger, scheduled time) that fired already makes nothing: the unique
-/// key is the exactly-once guarantee. Returns how many fires were new.
+/// `(nothing) → ready | waiting` for a batch of trigger fires, in the caller's transaction: one
+/// fired_triggers row and one task (copying its job's settings) per fire. A task of a job with
+/// upstream dependencies is created `waiting`, with a `task.waiting` event for the dependency
+/// service; any other task is `ready`, with its message in the outbox released at the fire time.
+/// A (trigger, scheduled time) that fired already makes nothing: the unique key is the
+/// exactly-once guarantee. Returns how many fires were new.
 pub async fn record_trigger_fires(
     tx: &mut sqlx::PgConnection,
     topology: &Topology,
@@ -421,6 +423,10 @@ pub async fn record_trigger_fires(
     let trigger_ids: Vec<i64> = fires.iter().map(|f| f.trigger_id).collect();
     let job_ids: Vec<i64> = fires.iter().map(|f| f.job_id).collect();
     let times: Vec<jiff_sqlx::Timestamp> = fires.iter().map(|f| f.sched_time.into()).collect();
+    let data_times: Vec<jiff_sqlx::Timestamp> = fires
+        .iter()
+        .map(|f| f.message.data_time.unwrap_or(f.sched_time).into())
+        .collect();
     let priorities: Vec<i32> = fires.iter().map(|f| f.priority).collect();
     let data: Vec<Json<&serde_json::Value>> = fires.iter().map(|f| Json(&f.message.data)).collect();
     let groups: Vec<&str> = fires.iter().map(|f| f.message.group.as_str()).collect();
@@ -429,8 +435,10 @@ pub async fn record_trigger_fires(
         r#"
         WITH fire AS (
             SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::timestamptz[],
-                                 $5::int[], $6::jsonb[], $7::text[], $8::jsonb[])
-                AS f(task_id, trigger_id, job_id, sched_time, priority, data, worker_group, body)
+                                 $5::int[], $6::jsonb[], $7::text[], $8::jsonb[],
+                                 $11::timestamptz[])
+                AS f(task_id, trigger_id, job_id, sched_time, priority, data, worker_group, body,
+                     data_time)
         ), fired AS (
             INSERT INTO fired_triggers (trigger_id, job_id, task_id, instance_id, sched_time,
                                         priority)
@@ -443,15 +451,26 @@ pub async fn record_trigger_fires(
                                failed_interval_ms, backoff, timeout_ms, requests_recovery,
                                data_time, data, submit_user, execute_user, ready_at)
             SELECT f.task_id, j.id, f.trigger_id, j.kind, j.spec, f.worker_group, f.priority,
-                   'ready', 1, j.reject_retries, j.reject_interval_ms, j.failed_retries,
+                   CASE WHEN EXISTS (SELECT 1 FROM job_dependencies d WHERE d.job_id = j.id)
+                        THEN 'waiting' ELSE 'ready' END,
+                   1, j.reject_retries, j.reject_interval_ms, j.failed_retries,
                    j.failed_interval_ms, j.backoff, j.timeout_ms, j.requests_recovery,
-                   f.sched_time, f.data, j.submit_user, j.execute_user, f.sched_time
+                   f.data_time, f.data, j.submit_user, j.execute_user, f.sched_time
             FROM fire f JOIN fired USING (task_id) JOIN jobs j ON j.id = f.job_id
-            RETURNING id
+            RETURNING id, status, job_id, data_time, worker_group
         ), message AS (
             INSERT INTO outbox (exchange, routing_key, body, publish_at)
             SELECT $10, f.worker_group, f.body, f.sched_time
             FROM fire f JOIN task ON task.id = f.task_id
+            WHERE task.status = 'ready'
+        ), waiting AS (
+            INSERT INTO outbox (exchange, routing_key, body, publish_at)
+            SELECT $12, 'task.waiting.' || task.worker_group,
+                   task_event(task.id, 1, 'waiting', task.worker_group, task.job_id,
+                              task.data_time, NULL, now()),
+                   f.sched_time
+            FROM fire f JOIN task ON task.id = f.task_id
+            WHERE task.status = 'waiting'
         )
         SELECT count(*) FROM task
         "#,
@@ -466,6 +485,8 @@ pub async fn record_trigger_fires(
     .bind(&bodies)
     .bind(instance_id)
     .bind(topology.tasks_exchange())
+    .bind(&data_times)
+    .bind(topology.events_exchange())
     .fetch_one(tx)
     .await
     .context("recording trigger fires")?;
@@ -862,4 +883,308 @@ pub async fn kill(
         (_, TaskStatus::Killed) if row.before != "killed" => KillOutcome::Killed,
         (before, _) => KillOutcome::AlreadyEnded(before),
     })
+}
+
+/// What [`advance_dependent`] did for a (job, data time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advanced {
+    /// Its waiting task became ready, or a ready task was created for it.
+    Ready(Uuid),
+    /// Its waiting task failed (`upstream_failed`), or a failed task was recorded for it.
+    Failed(Uuid),
+    /// It had been advanced before (a duplicate event, or another dependency service).
+    AlreadyDone,
+    /// Nothing to move: no waiting task, and the job makes its own (its trigger has not fired
+    /// for that data time yet), or a task for it exists already.
+    NothingToMove,
+}
+
+/// How a dependency advance was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DependencyOutcome {
+    /// Every upstream run succeeded.
+    Met,
+    /// An upstream failed for good under the `fail` policy.
+    UpstreamFailed,
+}
+
+/// `waiting → ready | failed` for job `job_id`'s task for `data_time`, once per (job, data time)
+/// (the `dependency_advances` key, taken in the same transaction): `Met` makes the waiting task
+/// ready with its message in the outbox; `UpstreamFailed` fails it with reason `upstream_failed`
+/// and its event (which the dependency service hears, so the failure propagates). Without a
+/// waiting task, a job with no trigger of its own (or a downstream of a backfill made
+/// `with_downstream`, given as `lineage`) gets a task created for the data time.
+pub async fn advance_dependent(
+    store: &Store,
+    topology: &Topology,
+    job_id: i64,
+    data_time: jiff::Timestamp,
+    outcome: DependencyOutcome,
+    lineage: Option<(i64, bool)>,
+) -> Result<Advanced, StoreError> {
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let label = match outcome {
+        DependencyOutcome::Met => "ready",
+        DependencyOutcome::UpstreamFailed => "failed",
+    };
+    let first: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO dependency_advances (job_id, data_time, outcome) VALUES ($1, $2, $3)
+         ON CONFLICT DO NOTHING RETURNING job_id",
+    )
+    .bind(job_id)
+    .bind(jiff_sqlx::Timestamp::from(data_time))
+    .bind(label)
+    .fetch_optional(&mut *tx)
+    .await
+    .context("recording the advance")?;
+    if first.is_none() {
+        return Ok(Advanced::AlreadyDone);
+    }
+    let (new_status, reason) = match outcome {
+        DependencyOutcome::Met => ("ready", None),
+        DependencyOutcome::UpstreamFailed => ("failed", Some("upstream_failed")),
+    };
+    let moved: Vec<MessageParts> = sqlx::query_as(
+        r#"
+        UPDATE tasks SET status = $3, ready_at = CASE WHEN $3 = 'ready' THEN now() END,
+               finished_at = CASE WHEN $3 = 'failed' THEN now() END, reason = $4
+        WHERE id = (SELECT id FROM tasks
+                    WHERE job_id = $1 AND data_time = $2 AND status = 'waiting'
+                      AND backfill_id IS NULL
+                    ORDER BY id LIMIT 1 FOR UPDATE)
+        RETURNING id, attempt, kind, spec, worker_group, data, data_time, timeout_ms, execute_user
+        "#,
+    )
+    .bind(job_id)
+    .bind(jiff_sqlx::Timestamp::from(data_time))
+    .bind(new_status)
+    .bind(reason)
+    .fetch_all(&mut *tx)
+    .await
+    .context("advancing the waiting task")?;
+    let task = match moved.into_iter().next() {
+        Some(task) => task,
+        None => {
+            // No waiting task: create one if the job does not make its own, and no task exists.
+            let backfill = lineage.map(|(id, _)| id);
+            let with_downstream = lineage.is_some_and(|(_, w)| w);
+            let created: Option<MessageParts> = sqlx::query_as(
+                r#"
+                INSERT INTO tasks (id, job_id, kind, spec, worker_group, priority, status,
+                                   attempt, reject_retries, reject_interval_ms, failed_retries,
+                                   failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                                   data_time, data, submit_user, execute_user, ready_at,
+                                   finished_at, reason, backfill_id)
+                SELECT $1, j.id, j.kind, j.spec, j.worker_group, j.priority, $4, 1,
+                       j.reject_retries, j.reject_interval_ms, j.failed_retries,
+                       j.failed_interval_ms, j.backoff, j.timeout_ms, j.requests_recovery, $3,
+                       j.data, j.submit_user, j.execute_user,
+                       CASE WHEN $4 = 'ready' THEN now() END,
+                       CASE WHEN $4 = 'failed' THEN now() END, $5, $6
+                FROM jobs j
+                WHERE j.id = $2
+                  AND ($7 OR NOT EXISTS (SELECT 1 FROM triggers t WHERE t.job_id = j.id))
+                  AND NOT EXISTS (SELECT 1 FROM tasks x WHERE x.job_id = j.id AND x.data_time = $3)
+                RETURNING id, attempt, kind, spec, worker_group, data, data_time, timeout_ms,
+                          execute_user
+                "#,
+            )
+            .bind(Uuid::now_v7())
+            .bind(job_id)
+            .bind(jiff_sqlx::Timestamp::from(data_time))
+            .bind(new_status)
+            .bind(reason)
+            .bind(backfill)
+            .bind(with_downstream)
+            .fetch_optional(&mut *tx)
+            .await
+            .context("creating the downstream task")?;
+            match created {
+                Some(task) => task,
+                // Leave no advance record: the job's own trigger will make the task later.
+                None => return Ok(Advanced::NothingToMove),
+            }
+        }
+    };
+    match outcome {
+        DependencyOutcome::Met => {
+            enqueue_task_messages(&mut tx, topology, &[task.message(task.attempt)]).await?;
+        }
+        DependencyOutcome::UpstreamFailed => {
+            sqlx::query(
+                r#"INSERT INTO outbox (exchange, routing_key, body)
+                   SELECT $1, 'task.failed.' || worker_group,
+                          task_event(id, attempt, 'failed', worker_group, job_id, data_time,
+                                     'upstream_failed', now())
+                   FROM tasks WHERE id = $2"#,
+            )
+            .bind(topology.events_exchange())
+            .bind(task.id)
+            .execute(&mut *tx)
+            .await
+            .context("writing the failure's event")?;
+        }
+    }
+    sqlx::query("UPDATE dependency_advances SET task_id = $3 WHERE job_id = $1 AND data_time = $2")
+        .bind(job_id)
+        .bind(jiff_sqlx::Timestamp::from(data_time))
+        .bind(task.id)
+        .execute(&mut *tx)
+        .await
+        .context("recording the advanced task")?;
+    tx.commit().await.context("committing the advance")?;
+    Ok(match outcome {
+        DependencyOutcome::Met => Advanced::Ready(task.id),
+        DependencyOutcome::UpstreamFailed => Advanced::Failed(task.id),
+    })
+}
+
+/// `failed | killed | succeeded → ready` as a new attempt (`chime task rerun`): budgets start
+/// again; its success advances downstream tasks still waiting for it.
+pub async fn rerun(store: &Store, topology: &Topology, task_id: Uuid) -> Result<(), StoreError> {
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let current: Option<String> =
+        sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1 FOR UPDATE")
+            .bind(task_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .context("reading the task")?;
+    let current = current.ok_or(StoreError::TaskNotFound(task_id))?;
+    if !matches!(current.as_str(), "failed" | "killed" | "succeeded") {
+        return Err(StoreError::Conflict(format!(
+            "task {task_id} is {current}: only a task that has ended can be re-run"
+        )));
+    }
+    let task: MessageParts = sqlx::query_as(
+        r#"
+        UPDATE tasks SET status = 'ready', attempt = attempt + 1, rejects = 0, failures = 0,
+               ready_at = now(), started_at = NULL, finished_at = NULL, next_attempt_at = NULL,
+               worker_id = NULL, kill_requested_at = NULL, reason = NULL, result = NULL
+        WHERE id = $1
+        RETURNING id, attempt, kind, spec, worker_group, data, data_time, timeout_ms, execute_user
+        "#,
+    )
+    .bind(task_id)
+    .fetch_one(&mut *tx)
+    .await
+    .context("re-running the task")?;
+    enqueue_task_messages(&mut tx, topology, &[task.message(task.attempt)]).await?;
+    tx.commit().await.context("committing the rerun")?;
+    Ok(())
+}
+
+/// `(nothing) → waiting` for a backfill's tasks, one per data time, then the first
+/// `parallelism` of them `ready` (see [`promote_backfill`]). Returns the backfill's id.
+pub async fn create_backfill(
+    store: &Store,
+    topology: &Topology,
+    job_id: i64,
+    range: (jiff::Timestamp, jiff::Timestamp),
+    parallelism: i32,
+    with_downstream: bool,
+    data_times: &[jiff::Timestamp],
+) -> Result<i64, StoreError> {
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO backfills (job_id, from_time, to_time, parallelism, with_downstream)
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+    )
+    .bind(job_id)
+    .bind(jiff_sqlx::Timestamp::from(range.0))
+    .bind(jiff_sqlx::Timestamp::from(range.1))
+    .bind(parallelism)
+    .bind(with_downstream)
+    .fetch_one(&mut *tx)
+    .await
+    .context("recording the backfill")?;
+    let ids: Vec<Uuid> = data_times.iter().map(|_| Uuid::now_v7()).collect();
+    let times: Vec<jiff_sqlx::Timestamp> = data_times.iter().map(|t| (*t).into()).collect();
+    sqlx::query(
+        r#"
+        INSERT INTO tasks (id, job_id, kind, spec, worker_group, priority, status, attempt,
+                           reject_retries, reject_interval_ms, failed_retries, failed_interval_ms,
+                           backoff, timeout_ms, requests_recovery, data_time, data, submit_user,
+                           execute_user, backfill_id)
+        SELECT b.id, j.id, j.kind, j.spec, j.worker_group, j.priority, 'waiting', 1,
+               j.reject_retries, j.reject_interval_ms, j.failed_retries, j.failed_interval_ms,
+               j.backoff, j.timeout_ms, j.requests_recovery, b.data_time, j.data, j.submit_user,
+               j.execute_user, $4
+        FROM UNNEST($1::uuid[], $2::timestamptz[]) AS b(id, data_time), jobs j
+        WHERE j.id = $3
+        "#,
+    )
+    .bind(&ids)
+    .bind(&times)
+    .bind(job_id)
+    .bind(id)
+    .execute(&mut *tx)
+    .await
+    .context("creating the backfill's tasks")?;
+    promote_backfill_in(&mut tx, topology, id).await?;
+    tx.commit().await.context("committing the backfill")?;
+    Ok(id)
+}
+
+/// `waiting → ready` for a backfill's next tasks, by data time, so that at most its parallelism
+/// are ready, running or retrying. Called when one of its tasks ends. Returns how many moved.
+pub async fn promote_backfill(
+    store: &Store,
+    topology: &Topology,
+    backfill_id: i64,
+) -> Result<usize, StoreError> {
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    let promoted = promote_backfill_in(&mut tx, topology, backfill_id).await?;
+    tx.commit().await.context("committing the promotion")?;
+    Ok(promoted)
+}
+
+async fn promote_backfill_in(
+    tx: &mut sqlx::PgConnection,
+    topology: &Topology,
+    backfill_id: i64,
+) -> Result<usize, StoreError> {
+    // The backfill's row lock serialises promoters, so the parallelism holds.
+    let promoted: Vec<MessageParts> = sqlx::query_as(
+        r#"
+        WITH backfill AS (
+            SELECT id, job_id, parallelism FROM backfills WHERE id = $1 FOR UPDATE
+        ), active AS (
+            SELECT count(*) AS n FROM tasks t, backfill b
+            WHERE t.backfill_id = b.id AND t.job_id = b.job_id
+              AND t.status IN ('ready', 'running', 'retrying')
+        ), next AS (
+            SELECT t.id FROM tasks t, backfill b
+            WHERE t.backfill_id = b.id AND t.job_id = b.job_id AND t.status = 'waiting'
+            ORDER BY t.data_time
+            LIMIT greatest(0, (SELECT parallelism FROM backfill) - (SELECT n FROM active))
+        )
+        UPDATE tasks t SET status = 'ready', ready_at = now()
+        FROM next WHERE t.id = next.id
+        RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+                  t.timeout_ms, t.execute_user
+        "#,
+    )
+    .bind(backfill_id)
+    .fetch_all(&mut *tx)
+    .await
+    .context("promoting backfill tasks")?;
+    let messages: Vec<TaskMessage> = promoted.iter().map(|p| p.message(p.attempt)).collect();
+    enqueue_task_messages(&mut *tx, topology, &messages).await?;
+    Ok(promoted.len())
 }

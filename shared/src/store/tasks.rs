@@ -4,8 +4,11 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::dependencies::{self, Verdict};
 use super::{Context, Store, StoreError};
-use crate::model::{AttemptOutcome, AttemptView, JobRef, TaskResult, TaskStatus, TaskView};
+use crate::model::{
+    AttemptOutcome, AttemptView, JobRef, TaskResult, TaskStatus, TaskView, UnmetDependency,
+};
 
 /// The most tasks one list call returns.
 pub const MAX_LIST_LIMIT: i64 = 1000;
@@ -31,6 +34,7 @@ struct TaskRow {
     finished_at: Option<jiff_sqlx::Timestamp>,
     next_attempt_at: Option<jiff_sqlx::Timestamp>,
     result: Option<Json<TaskResult>>,
+    backfill_id: Option<i64>,
 }
 
 /// `SELECT <task columns> FROM tasks t LEFT JOIN jobs j … <rest>`, as a static string.
@@ -40,7 +44,7 @@ macro_rules! select_tasks {
             "SELECT t.id, t.status, t.attempt, t.job_id, j.group_name AS job_group,
                     j.name AS job_name, t.kind, t.worker_group, t.spec, t.data, t.data_time,
                     t.priority, t.timeout_ms, t.reason, t.created_at, t.started_at,
-                    t.finished_at, t.next_attempt_at, t.result
+                    t.finished_at, t.next_attempt_at, t.result, t.backfill_id
              FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id ",
             $rest
         )
@@ -79,6 +83,8 @@ impl TaskRow {
             next_attempt_at: self.next_attempt_at.map(|t| t.to_jiff()),
             result: self.result.map(|r| r.0),
             attempts,
+            waiting_on: Vec::new(),
+            backfill_id: self.backfill_id,
         })
     }
 }
@@ -127,7 +133,45 @@ pub async fn get(store: &Store, id: Uuid) -> Result<TaskView, StoreError> {
     .fetch_all(store.pool())
     .await
     .context("reading the task's attempts")?;
-    row.into_view(attempts.into_iter().map(AttemptRow::into_view).collect())
+    let mut view = row.into_view(attempts.into_iter().map(AttemptRow::into_view).collect())?;
+    if view.status == TaskStatus::Waiting {
+        view.waiting_on = waiting_on(store, &view).await?;
+    }
+    Ok(view)
+}
+
+/// What a waiting task waits for: its turn in a backfill, or its upstream runs.
+async fn waiting_on(store: &Store, task: &TaskView) -> Result<Vec<UnmetDependency>, StoreError> {
+    if let (Some(backfill), Some(job)) = (task.backfill_id, &task.job) {
+        let own: bool = sqlx::query_scalar("SELECT job_id = $2 FROM backfills WHERE id = $1")
+            .bind(backfill)
+            .bind(job.id)
+            .fetch_optional(store.pool())
+            .await
+            .context("reading the task's backfill")?
+            .unwrap_or(false);
+        if own {
+            return Ok(vec![UnmetDependency {
+                upstream: format!("backfill {backfill}"),
+                data_time: None,
+                state: "waiting for its turn (the backfill's parallelism)".into(),
+            }]);
+        }
+    }
+    let (Some(job), Some(data_time)) = (&task.job, task.data_time) else {
+        return Ok(Vec::new());
+    };
+    Ok(
+        match dependencies::evaluate(store, job.id, data_time).await? {
+            Verdict::Waiting(unmet) => unmet,
+            Verdict::Ready => Vec::new(),
+            Verdict::Failed { upstream } => vec![UnmetDependency {
+                upstream,
+                data_time: Some(data_time),
+                state: "failed: this task is about to fail with it".into(),
+            }],
+        },
+    )
 }
 
 /// The newest tasks, optionally of one status, without their attempts.

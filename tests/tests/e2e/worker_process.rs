@@ -16,6 +16,7 @@ const API_AND_SCHEDULER: Services = Services {
     api: true,
     worker: false,
     scheduler: true,
+    dependency: false,
 };
 
 async fn submit(env: &TestEnv, args: &[&str]) -> Result<Uuid> {

@@ -2,13 +2,16 @@
 //! when, and who fires it.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use chime_core::store::backfills::{self, BackfillView, NewBackfill};
 use chime_core::store::calendars::{self, NamedCalendar};
+use chime_core::store::dependencies::{self, DependencyView, JobDependencies, NewDependency};
 use chime_core::store::jobs::{self, JobView, NewJob};
 use chime_core::store::triggers::{self, NewTrigger, TriggerView};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
+use utoipa::IntoParams;
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiJson, ErrorBody};
@@ -216,16 +219,84 @@ pub async fn run_job(
     Ok((StatusCode::CREATED, Json(RunResponse { task_id })))
 }
 
-/// Deletes a job and its triggers (its tasks stay).
+/// `?force=true` on a job's deletion.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct DeleteParams {
+    /// Also remove the dependencies other jobs have on it.
+    #[serde(default)]
+    force: bool,
+}
+
+/// Deletes a job and its triggers (its tasks stay). A job others depend on is refused (409,
+/// naming them) unless `force=true`.
 #[utoipa::path(delete, path = "/api/v1/jobs/{group}/{name}", tag = "jobs",
-    params(("group" = String, Path), ("name" = String, Path)),
+    params(("group" = String, Path), ("name" = String, Path), DeleteParams),
     responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn delete_job(
     State(state): State<AppState>,
     Path((group, name)): Path<(String, String)>,
+    Query(params): Query<DeleteParams>,
 ) -> Result<StatusCode, ApiError> {
-    jobs::delete(&state.store, &group, &name).await?;
+    jobs::delete(&state.store, &group, &name, params.force).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A job's dependencies, both ways.
+#[utoipa::path(get, path = "/api/v1/jobs/{group}/{name}/dependencies", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path)),
+    responses((status = 200, body = JobDependencies)))]
+pub async fn list_dependencies(
+    State(state): State<AppState>,
+    Path((group, name)): Path<(String, String)>,
+) -> Result<Json<JobDependencies>, ApiError> {
+    Ok(Json(
+        dependencies::of_job(&state.store, &group, &name).await?,
+    ))
+}
+
+/// Makes the job depend on an upstream job (a cycle is refused, named).
+#[utoipa::path(post, path = "/api/v1/jobs/{group}/{name}/dependencies", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path)), request_body = NewDependency,
+    responses((status = 201, body = DependencyView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn add_dependency(
+    State(state): State<AppState>,
+    Path((group, name)): Path<(String, String)>,
+    ApiJson(dependency): ApiJson<NewDependency>,
+) -> Result<(StatusCode, Json<DependencyView>), ApiError> {
+    let view = dependencies::add(&state.store, &group, &name, dependency).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Removes the job's dependency on an upstream job.
+#[utoipa::path(delete, path = "/api/v1/jobs/{group}/{name}/dependencies/{upstream_group}/{upstream}", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path), ("upstream_group" = String, Path), ("upstream" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+pub async fn remove_dependency(
+    State(state): State<AppState>,
+    Path((group, name, upstream_group, upstream)): Path<(String, String, String, String)>,
+) -> Result<StatusCode, ApiError> {
+    dependencies::remove(&state.store, &group, &name, &upstream_group, &upstream).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Backfills the job: a task for every fire time of its triggers in the range.
+#[utoipa::path(post, path = "/api/v1/jobs/{group}/{name}/backfill", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path)), request_body = NewBackfill,
+    responses((status = 201, body = BackfillView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn backfill_job(
+    State(state): State<AppState>,
+    Path((group, name)): Path<(String, String)>,
+    ApiJson(backfill): ApiJson<NewBackfill>,
+) -> Result<(StatusCode, Json<BackfillView>), ApiError> {
+    let view = backfills::create(
+        &state.store,
+        state.broker.topology(),
+        &group,
+        &name,
+        backfill,
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(view)))
 }
 
 /// Replaces a trigger's schedule, job, calendar and policy; it restarts from its new first fire.

@@ -1,4 +1,4 @@
-//! `/api/v1/tasks`: submit ad-hoc tasks, list, show and kill them.
+//! `/api/v1/tasks`: submit ad-hoc tasks, list, show, kill and re-run them.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -123,6 +123,26 @@ pub async fn kill_task(
     };
     metrics::counter!("chime_api_tasks_killed_total").increment(1);
     Ok((status, Json(tasks::get(&state.store, id).await?)))
+}
+
+/// Re-runs a task that has ended (failed, killed or succeeded) as a new attempt; its success
+/// advances downstream tasks still waiting for it.
+#[utoipa::path(
+    post, path = "/api/v1/tasks/{id}/rerun", tag = "tasks",
+    params(("id" = String, Path, description = "task id (UUID)")),
+    responses(
+        (status = 200, description = "ready again", body = TaskView),
+        (status = 404, description = "no such task", body = ErrorBody),
+        (status = 409, description = "the task has not ended", body = ErrorBody),
+    )
+)]
+pub async fn rerun_task(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<TaskView>, ApiError> {
+    let id = parse_id(&id)?;
+    task_lifecycle::rerun(&state.store, state.broker.topology(), id).await?;
+    Ok(Json(tasks::get(&state.store, id).await?))
 }
 
 fn parse_id(id: &str) -> Result<Uuid, ApiError> {

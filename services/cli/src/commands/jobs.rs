@@ -31,8 +31,43 @@ pub enum JobCommand {
     Pause(Named),
     /// Resumes the job's triggers.
     Resume(Named),
-    /// Deletes the job and its triggers (its tasks stay).
-    Delete(Named),
+    /// Deletes the job and its triggers (its tasks stay); refused while other jobs depend on it.
+    Delete {
+        #[command(flatten)]
+        job: Named,
+        /// Also remove the dependencies other jobs have on it.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Makes the job depend on another: its task for a data time waits for the upstream's.
+    Depend {
+        #[command(flatten)]
+        job: Named,
+        /// The upstream job.
+        #[arg(long)]
+        on: String,
+        /// The upstream job's group.
+        #[arg(long, default_value = "default")]
+        on_group: String,
+        /// `same` (the upstream's task for the same data time) or `period` (every upstream run
+        /// within this job's data-time period).
+        #[arg(long, value_parser = ["same", "period"])]
+        window: Option<String>,
+        /// `fail` (fail with the upstream) or `wait` (wait for the upstream to be re-run).
+        #[arg(long, value_parser = ["fail", "wait"])]
+        on_upstream_failure: Option<String>,
+    },
+    /// Removes the job's dependency on another.
+    Undepend {
+        #[command(flatten)]
+        job: Named,
+        /// The upstream job.
+        #[arg(long)]
+        on: String,
+        /// The upstream job's group.
+        #[arg(long, default_value = "default")]
+        on_group: String,
+    },
     /// Runs the job now; prints the task id.
     Run {
         #[command(flatten)]
@@ -91,6 +126,15 @@ pub struct JobCreate {
     /// Timeout of one attempt, in milliseconds.
     #[arg(long)]
     timeout_ms: Option<i64>,
+    /// minute, hour, day, week or month: the job's data times are truncated to it (UTC).
+    #[arg(long, value_parser = ["minute", "hour", "day", "week", "month"])]
+    data_time_period: Option<String>,
+    /// Failed attempts to retry.
+    #[arg(long)]
+    failed_retries: Option<i32>,
+    /// Wait before retrying a failed attempt, in milliseconds.
+    #[arg(long)]
+    failed_interval_ms: Option<i64>,
     /// The command (shell kind), after `--`.
     #[arg(last = true)]
     command: Vec<String>,
@@ -237,12 +281,52 @@ pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
             );
         }
         JobCommand::Show(job) => {
-            let job: JobView = client.get(&job.path("jobs")).await?;
-            println!("{}", serde_json::to_string_pretty(&job)?);
+            let view: serde_json::Value = client.get(&job.path("jobs")).await?;
+            let dependencies: serde_json::Value = client
+                .get(&format!("{}/dependencies", job.path("jobs")))
+                .await?;
+            let mut shown = view;
+            shown["dependencies"] = dependencies;
+            println!("{}", serde_json::to_string_pretty(&shown)?);
+        }
+        JobCommand::Depend {
+            job,
+            on,
+            on_group,
+            window,
+            on_upstream_failure,
+        } => {
+            let (_, view): (_, serde_json::Value) = client
+                .post(
+                    &format!("{}/dependencies", job.path("jobs")),
+                    &json!({ "upstream": on, "upstream_group": on_group, "window": window,
+                             "on_upstream_failure": on_upstream_failure }),
+                )
+                .await?;
+            println!(
+                "{} depends on {} (window {}, on upstream failure {})",
+                view["job"].as_str().unwrap_or_default(),
+                view["upstream"].as_str().unwrap_or_default(),
+                view["window"].as_str().unwrap_or_default(),
+                view["on_upstream_failure"].as_str().unwrap_or_default()
+            );
+        }
+        JobCommand::Undepend { job, on, on_group } => {
+            client
+                .delete(&format!(
+                    "{}/dependencies/{on_group}/{on}",
+                    job.path("jobs")
+                ))
+                .await?
         }
         JobCommand::Pause(job) => changed(client, &format!("{}/pause", job.path("jobs"))).await?,
         JobCommand::Resume(job) => changed(client, &format!("{}/resume", job.path("jobs"))).await?,
-        JobCommand::Delete(job) => client.delete(&job.path("jobs")).await?,
+        JobCommand::Delete { job, force } => {
+            let query = if force { "?force=true" } else { "" };
+            client
+                .delete(&format!("{}{query}", job.path("jobs")))
+                .await?
+        }
         JobCommand::Run {
             job,
             data,
@@ -398,6 +482,9 @@ fn new_job(args: JobCreate) -> Result<NewJob> {
         concurrent: Some(!args.no_concurrent),
         requests_recovery: Some(args.requests_recovery),
         timeout_ms: args.timeout_ms,
+        data_time_period: args.data_time_period,
+        failed_retries: args.failed_retries,
+        failed_interval_ms: args.failed_interval_ms,
         ..NewJob::default()
     })
 }
@@ -478,5 +565,45 @@ pub async fn schedulers(client: &ApiClient, json: bool) -> Result<()> {
         })
         .collect();
     table(&["INSTANCE", "STATUS", "LAST CHECK-IN"], &cells);
+    Ok(())
+}
+
+/// `chime backfill JOB --from T --to T`
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    #[command(flatten)]
+    job: Named,
+    /// The range's start (RFC 3339, inclusive).
+    #[arg(long)]
+    from: jiff::Timestamp,
+    /// The range's end (RFC 3339, inclusive).
+    #[arg(long)]
+    to: jiff::Timestamp,
+    /// Downstream jobs with triggers of their own also run for these data times.
+    #[arg(long)]
+    with_downstream: bool,
+    /// How many run at once (default 1: serial).
+    #[arg(long, default_value_t = 1)]
+    parallelism: i32,
+}
+
+/// Backfills a job; prints the backfill's id and how many tasks it made.
+pub async fn backfill(client: &ApiClient, args: BackfillArgs) -> Result<()> {
+    if args.parallelism < 1 {
+        return Err(BadInput("--parallelism must be at least 1".into()).into());
+    }
+    let (_, view): (_, serde_json::Value) = client
+        .post(
+            &format!("{}/backfill", args.job.path("jobs")),
+            &json!({ "from": args.from, "to": args.to, "with_downstream": args.with_downstream,
+                     "parallelism": args.parallelism }),
+        )
+        .await?;
+    println!(
+        "backfill {} of {}: {} tasks",
+        view["id"],
+        view["job"].as_str().unwrap_or_default(),
+        view["tasks"]
+    );
     Ok(())
 }

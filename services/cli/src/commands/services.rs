@@ -1,5 +1,5 @@
 //! Running services: `chime up` (everything in one process), `chime api`, `chime worker`,
-//! `chime migrate`.
+//! `chime scheduler`, `chime dependency`, `chime migrate`.
 
 use anyhow::{Context, Result};
 use chime_core::config::WorkerSettings;
@@ -17,6 +17,8 @@ pub struct Services {
     pub worker: bool,
     /// A scheduler instance (trigger firing).
     pub scheduler: bool,
+    /// A dependency service.
+    pub dependency: bool,
 }
 
 impl Services {
@@ -25,24 +27,35 @@ impl Services {
         api: true,
         worker: true,
         scheduler: true,
+        dependency: true,
     };
     /// The API alone.
     pub const API: Self = Self {
         api: true,
         worker: false,
         scheduler: false,
+        dependency: false,
     };
     /// A worker alone.
     pub const WORKER: Self = Self {
         api: false,
         worker: true,
         scheduler: false,
+        dependency: false,
     };
     /// A scheduler instance alone.
     pub const SCHEDULER: Self = Self {
         api: false,
         worker: false,
         scheduler: true,
+        dependency: false,
+    };
+    /// A dependency service alone.
+    pub const DEPENDENCY: Self = Self {
+        api: false,
+        worker: false,
+        scheduler: false,
+        dependency: true,
     };
 }
 
@@ -60,11 +73,17 @@ pub async fn run_until(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let _ = chime_core::telemetry::metrics_handle();
-    let role = match (services.api, services.worker, services.scheduler) {
-        (true, true, true) => "up",
-        (true, false, false) => "api",
-        (false, true, false) => "worker",
-        (false, false, true) => "scheduler",
+    let role = match (
+        services.api,
+        services.worker,
+        services.scheduler,
+        services.dependency,
+    ) {
+        (true, true, true, true) => "up",
+        (true, false, false, false) => "api",
+        (false, true, false, false) => "worker",
+        (false, false, true, false) => "scheduler",
+        (false, false, false, true) => "dependency",
         _ => "services",
     };
     let node = Node::start(settings, role)
@@ -109,6 +128,10 @@ pub async fn run_until(
                 failed.cancel();
             }
         });
+    }
+    if services.dependency {
+        let (node, stop) = (node.clone(), shutdown.clone());
+        running.spawn(async move { chime_dependency::run(&node, stop).await });
     }
     running.close();
     tokio::select! {

@@ -1,4 +1,4 @@
-//! `chime task list|show|kill`.
+//! `chime task list|show|kill|rerun`.
 
 use anyhow::Result;
 use chime_core::model::{TaskStatus, TaskView};
@@ -70,6 +70,17 @@ pub async fn show(client: &ApiClient, id: uuid::Uuid, json: bool) -> Result<()> 
     field("finished", time(task.finished_at));
     field("next try", time(task.next_attempt_at));
     field("reason", opt(task.reason.as_deref()));
+    if !task.waiting_on.is_empty() {
+        println!("waiting on:");
+        for unmet in &task.waiting_on {
+            println!(
+                "  {} {} {}",
+                unmet.upstream,
+                time(unmet.data_time),
+                unmet.state
+            );
+        }
+    }
     if let Some(result) = &task.result {
         field("exit code", opt(result.exit_code));
         field("error", opt(result.error.as_deref()));
@@ -127,5 +138,14 @@ pub async fn kill(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
     } else {
         println!("{id} {}: kill sent to its worker", task.status);
     }
+    Ok(())
+}
+
+/// Re-runs a task that has ended.
+pub async fn rerun(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
+    let (_, task): (_, TaskView) = client
+        .post(&format!("/api/v1/tasks/{id}/rerun"), &serde_json::json!({}))
+        .await?;
+    println!("{id} {} (attempt {})", task.status, task.attempt);
     Ok(())
 }

@@ -1,0 +1,34 @@
+-- The dependency service (DESIGN.md section 5) and backfills.
+
+-- A backfill: a task for every fire time of a job's triggers in [from_time, to_time], at most
+-- `parallelism` of them ready or running at once (1 = serial).
+CREATE TABLE backfills (
+    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id          bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    from_time       timestamptz NOT NULL,
+    to_time         timestamptz NOT NULL,
+    parallelism     integer NOT NULL CHECK (parallelism > 0),
+    -- downstream jobs with triggers of their own also get tasks for the backfilled data times
+    with_downstream boolean NOT NULL DEFAULT false,
+    created_at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- The backfill a task belongs to (its own job's tasks) or descends from (downstream tasks made
+-- for its data times).
+ALTER TABLE tasks ADD COLUMN backfill_id bigint REFERENCES backfills (id) ON DELETE SET NULL;
+CREATE INDEX tasks_backfill_queue ON tasks (backfill_id, data_time)
+    WHERE backfill_id IS NOT NULL AND status IN ('waiting', 'ready', 'running', 'retrying');
+-- a downstream job's waiting task for a data time
+CREATE INDEX tasks_waiting_by_job ON tasks (job_id, data_time) WHERE status = 'waiting';
+
+-- Each (job, data time) is advanced by its dependencies once: made ready (or created), or failed
+-- because an upstream failed. The primary key is the exactly-once guarantee, under duplicate
+-- events and any number of dependency services.
+CREATE TABLE dependency_advances (
+    job_id    bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    data_time timestamptz NOT NULL,
+    outcome   text NOT NULL CHECK (outcome IN ('ready', 'failed')),
+    task_id   uuid,
+    at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job_id, data_time)
+);

@@ -1,0 +1,140 @@
+//! chime-dependency: the dependency service (DESIGN.md section 5).
+//!
+//! It consumes `<prefix>.dependencies`, the queue of task events for ended and waiting tasks,
+//! and for each one advances the downstream jobs whose upstream runs are now complete
+//! ([`advance`]), and the backfill the task belongs to. Run any number of them: each (job, data
+//! time) advances once. Events are acked after the advance commits; one that cannot be handled
+//! now goes back to the queue, one that does not parse is dead-lettered.
+
+pub mod advance;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chime_core::Node;
+use chime_core::bus::dead_letter;
+use chime_core::model::TaskEvent;
+use chime_core::model::message::decode;
+use futures::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions, ConfirmSelectOptions,
+};
+use lapin::types::FieldTable;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, info, info_span, warn};
+
+/// How many events are handled at once.
+const CONCURRENCY: u16 = 16;
+
+/// Runs the dependency service on `node` until `shutdown`, then finishes the events in hand.
+pub async fn run(node: &Node, shutdown: CancellationToken) {
+    let queue = node.broker.topology().dependencies_queue();
+    let handling = TaskTracker::new();
+    let slots = Arc::new(Semaphore::new(usize::from(CONCURRENCY)));
+    async {
+        while let Some(conn) = node.broker.connection(&shutdown).await {
+            let consumer = async {
+                let channel = conn.create_channel().await?;
+                channel
+                    .confirm_select(ConfirmSelectOptions::default())
+                    .await?;
+                channel
+                    .basic_qos(CONCURRENCY, BasicQosOptions::default())
+                    .await?;
+                let consumer = channel
+                    .basic_consume(
+                        queue.clone().into(),
+                        format!("dependency-{}", std::process::id()).into(),
+                        BasicConsumeOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await?;
+                Ok::<_, lapin::Error>((channel, consumer))
+            }
+            .await;
+            let (channel, mut consumer) = match consumer {
+                Ok(consumer) => consumer,
+                Err(error) => {
+                    warn!(%error, "cannot consume; retrying");
+                    pause(&shutdown).await;
+                    continue;
+                }
+            };
+            info!("consuming task events");
+            loop {
+                let delivery = tokio::select! {
+                    _ = shutdown.cancelled() => {
+                        handling.close();
+                        handling.wait().await;
+                        return;
+                    }
+                    delivery = consumer.next() => delivery,
+                };
+                let delivery = match delivery {
+                    Some(Ok(delivery)) => delivery,
+                    Some(Err(error)) => {
+                        warn!(%error, "consumer failed; waiting for the broker");
+                        break;
+                    }
+                    None => break,
+                };
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    break;
+                };
+                let (store, topology, channel, queue) = (
+                    node.store.clone(),
+                    node.broker.topology().clone(),
+                    channel.clone(),
+                    queue.clone(),
+                );
+                handling.spawn(async move {
+                    let _slot = slot;
+                    let event = match decode::<TaskEvent>(&delivery.data) {
+                        Ok(event) => event,
+                        Err(error) => {
+                            warn!(%error, "dead-lettering an event that does not parse");
+                            if dead_letter(&channel, &topology, &queue, &delivery.data, &error.to_string())
+                                .await
+                                .is_ok()
+                            {
+                                let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+                            }
+                            return;
+                        }
+                    };
+                    let started = std::time::Instant::now();
+                    match advance::on_event(&store, &topology, &event).await {
+                        Ok(()) => {
+                            metrics::histogram!("chime_dependency_event_seconds")
+                                .record(started.elapsed());
+                            let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+                        }
+                        Err(error) => {
+                            warn!(%error, task_id = %event.task_id, "cannot advance now; requeueing");
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            let requeue = BasicNackOptions {
+                                requeue: true,
+                                ..BasicNackOptions::default()
+                            };
+                            let _ = delivery.acker.nack(requeue).await;
+                        }
+                    }
+                });
+            }
+            pause(&shutdown).await;
+        }
+        handling.close();
+        handling.wait().await;
+    }
+    .instrument(info_span!("dependency_service"))
+    .await
+}
+
+async fn pause(shutdown: &CancellationToken) {
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+    }
+}

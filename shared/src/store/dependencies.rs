@@ -1,0 +1,557 @@
+//! Job dependencies (`job_dependencies`) and what a downstream job is waiting for.
+//!
+//! A dependency says a job's task for data time D needs its upstream job's task(s) to have
+//! succeeded: with window `same`, the upstream's task for D; with window `period`, every upstream
+//! run whose data time falls within D's period (the downstream job's `data_time_period`), as the
+//! upstream's triggers schedule them: a daily job after all 24 hourly runs of that day.
+//! [`evaluate`] answers "is (job, D) ready, failed, or waiting, and on what"; the dependency
+//! service acts on the answer through `task_lifecycle`, and `chime task show` prints it.
+
+use std::collections::BTreeMap;
+
+use jiff::{RoundMode, Timestamp, ToSpan, Unit, Zoned, ZonedRound, tz::TimeZone};
+use serde::{Deserialize, Serialize};
+use sqlx::types::Json;
+use utoipa::ToSchema;
+
+use super::{Context, Store, StoreError};
+pub use crate::model::UnmetDependency;
+use crate::schedule::{Calendar, CalendarSpec, Schedule, ScheduleSpec};
+
+/// Which upstream runs a downstream data time needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Window {
+    /// The upstream's task for the same data time.
+    #[default]
+    Same,
+    /// Every upstream run within the downstream data time's period.
+    Period,
+}
+
+/// What a downstream task does when an upstream it needs has failed (or was killed) for good.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUpstreamFailure {
+    /// Fail too, with reason `upstream_failed` (and so on downstream).
+    #[default]
+    Fail,
+    /// Keep waiting until the upstream is re-run and succeeds.
+    Wait,
+}
+
+/// A dependency as the API takes it: the job in the path depends on `upstream`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewDependency {
+    /// The upstream job's name.
+    pub upstream: String,
+    /// Its group (default `default`).
+    #[serde(default)]
+    pub upstream_group: Option<String>,
+    /// Default `same`.
+    #[serde(default)]
+    pub window: Option<Window>,
+    /// Default `fail`.
+    #[serde(default)]
+    pub on_upstream_failure: Option<OnUpstreamFailure>,
+}
+
+/// A stored dependency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DependencyView {
+    /// The downstream job, `group.name`.
+    pub job: String,
+    /// The upstream job, `group.name`.
+    pub upstream: String,
+    /// The window.
+    pub window: Window,
+    /// The failure policy.
+    pub on_upstream_failure: OnUpstreamFailure,
+}
+
+/// A job's dependencies both ways.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JobDependencies {
+    /// What it depends on.
+    pub upstreams: Vec<DependencyView>,
+    /// What depends on it.
+    pub downstreams: Vec<DependencyView>,
+}
+
+/// What a downstream (job, data time) may do now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every upstream run it needs has succeeded.
+    Ready,
+    /// An upstream it needs failed for good and the policy is `fail`.
+    Failed {
+        /// That upstream, `group.name`.
+        upstream: String,
+    },
+    /// Still waiting on these.
+    Waiting(Vec<UnmetDependency>),
+}
+
+/// A data-time period: data times of a job that has one are truncated to it (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    /// A minute.
+    Minute,
+    /// An hour.
+    Hour,
+    /// A day.
+    Day,
+    /// A week from Monday.
+    Week,
+    /// A calendar month.
+    Month,
+}
+
+impl Period {
+    /// Parses `minute`, `hour`, `day`, `week` or `month`.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "minute" => Self::Minute,
+            "hour" => Self::Hour,
+            "day" => Self::Day,
+            "week" => Self::Week,
+            "month" => Self::Month,
+            _ => return None,
+        })
+    }
+
+    /// The start of the period holding `t` (as PostgreSQL's `date_trunc(period, t, 'UTC')`).
+    pub fn truncate(self, t: Timestamp) -> Timestamp {
+        let z = t.to_zoned(TimeZone::UTC);
+        let truncated = match self {
+            Self::Minute => z.round(
+                ZonedRound::new()
+                    .smallest(Unit::Minute)
+                    .mode(RoundMode::Trunc),
+            ),
+            Self::Hour => z.round(
+                ZonedRound::new()
+                    .smallest(Unit::Hour)
+                    .mode(RoundMode::Trunc),
+            ),
+            Self::Day => z.start_of_day(),
+            Self::Week => {
+                let back = i64::from(z.weekday().to_monday_zero_offset());
+                z.start_of_day().and_then(|d| d.checked_sub(back.days()))
+            }
+            Self::Month => z.first_of_month().and_then(|d| d.start_of_day()),
+        };
+        truncated.map_or(t, |z: Zoned| z.timestamp())
+    }
+
+    /// The end (exclusive) of the period starting at `start`.
+    pub fn end(self, start: Timestamp) -> Timestamp {
+        let z = start.to_zoned(TimeZone::UTC);
+        let end = match self {
+            Self::Minute => z.checked_add(1.minute()),
+            Self::Hour => z.checked_add(1.hour()),
+            Self::Day => z.checked_add(1.day()),
+            Self::Week => z.checked_add(7.days()),
+            Self::Month => z.checked_add(1.month()),
+        };
+        end.map_or(start, |z| z.timestamp())
+    }
+}
+
+/// The data time of a run of a job with `period` scheduled at `t`.
+pub fn data_time_of(period: Option<&str>, t: Timestamp) -> Timestamp {
+    period.and_then(Period::parse).map_or(t, |p| p.truncate(t))
+}
+
+/// Serialises dependency changes, so two concurrent additions cannot make a cycle together.
+const DEPENDENCY_LOCK: i64 = 0x6368_696d_6564_6570; // "chimedep"
+
+async fn job_id(conn: &mut sqlx::PgConnection, group: &str, name: &str) -> Result<i64, StoreError> {
+    let id: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM jobs WHERE group_name = $1 AND name = $2")
+            .bind(group)
+            .bind(name)
+            .fetch_optional(conn)
+            .await
+            .context("looking up the job")?;
+    id.ok_or_else(|| StoreError::NotFound(format!("job {group}.{name}")))
+}
+
+/// Makes job `group.name` depend on `dependency.upstream` (or changes the window and policy of an
+/// existing dependency). A dependency that would close a cycle is refused, naming it.
+pub async fn add(
+    store: &Store,
+    group: &str,
+    name: &str,
+    dependency: NewDependency,
+) -> Result<DependencyView, StoreError> {
+    let upstream_group = dependency.upstream_group.as_deref().unwrap_or("default");
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .context("starting a transaction")?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(DEPENDENCY_LOCK)
+        .execute(&mut *tx)
+        .await
+        .context("taking the dependency lock")?;
+    let job = job_id(&mut tx, group, name).await?;
+    let upstream = job_id(&mut tx, upstream_group, &dependency.upstream).await?;
+    if job == upstream {
+        return Err(StoreError::Invalid(format!(
+            "job {group}.{name} cannot depend on itself"
+        )));
+    }
+    // Does the upstream already (transitively) depend on the job? Then the new edge closes a
+    // cycle: job → upstream → … → job.
+    let path: Option<Vec<String>> = sqlx::query_scalar(
+        r#"
+        WITH RECURSIVE reach (id, path) AS (
+            SELECT $1::bigint, ARRAY[$1::bigint]
+            UNION ALL
+            SELECT d.depends_on_job_id, reach.path || d.depends_on_job_id
+            FROM reach JOIN job_dependencies d ON d.job_id = reach.id
+            WHERE NOT d.depends_on_job_id = ANY (reach.path)
+        )
+        SELECT array_agg(j.group_name || '.' || j.name ORDER BY p.n)
+        FROM (SELECT path FROM reach WHERE id = $2 LIMIT 1) r,
+             unnest(r.path) WITH ORDINALITY AS p(id, n)
+             JOIN jobs j ON j.id = p.id
+        "#,
+    )
+    .bind(upstream)
+    .bind(job)
+    .fetch_one(&mut *tx)
+    .await
+    .context("checking for a cycle")?;
+    if let Some(path) = path.filter(|p| !p.is_empty()) {
+        return Err(StoreError::Invalid(format!(
+            "cycle: {group}.{name} → {} (a job cannot depend on itself through others)",
+            path.join(" → ")
+        )));
+    }
+    let window = dependency.window.unwrap_or_default();
+    let policy = dependency.on_upstream_failure.unwrap_or_default();
+    sqlx::query(
+        r#"INSERT INTO job_dependencies (job_id, depends_on_job_id, "window", on_upstream_failure)
+           VALUES ($1, $2, $3, $4)
+           ON CONFLICT (job_id, depends_on_job_id)
+           DO UPDATE SET "window" = excluded."window",
+                         on_upstream_failure = excluded.on_upstream_failure"#,
+    )
+    .bind(job)
+    .bind(upstream)
+    .bind(window_name(window))
+    .bind(policy_name(policy))
+    .execute(&mut *tx)
+    .await
+    .context("adding the dependency")?;
+    tx.commit().await.context("committing the dependency")?;
+    Ok(DependencyView {
+        job: format!("{group}.{name}"),
+        upstream: format!("{upstream_group}.{}", dependency.upstream),
+        window,
+        on_upstream_failure: policy,
+    })
+}
+
+/// Removes job `group.name`'s dependency on `upstream_group.upstream`.
+pub async fn remove(
+    store: &Store,
+    group: &str,
+    name: &str,
+    upstream_group: &str,
+    upstream: &str,
+) -> Result<(), StoreError> {
+    let removed = sqlx::query(
+        "DELETE FROM job_dependencies d USING jobs j, jobs u
+         WHERE d.job_id = j.id AND d.depends_on_job_id = u.id
+           AND j.group_name = $1 AND j.name = $2 AND u.group_name = $3 AND u.name = $4",
+    )
+    .bind(group)
+    .bind(name)
+    .bind(upstream_group)
+    .bind(upstream)
+    .execute(store.pool())
+    .await
+    .context("removing the dependency")?;
+    if removed.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!(
+            "dependency of {group}.{name} on {upstream_group}.{upstream}"
+        )));
+    }
+    Ok(())
+}
+
+/// A job's dependencies, both ways.
+pub async fn of_job(store: &Store, group: &str, name: &str) -> Result<JobDependencies, StoreError> {
+    let rows: Vec<(String, String, String, String, bool)> = sqlx::query_as(
+        r#"
+        SELECT j.group_name || '.' || j.name, u.group_name || '.' || u.name, d."window",
+               d.on_upstream_failure, (j.group_name = $1 AND j.name = $2)
+        FROM job_dependencies d JOIN jobs j ON j.id = d.job_id
+             JOIN jobs u ON u.id = d.depends_on_job_id
+        WHERE (j.group_name = $1 AND j.name = $2) OR (u.group_name = $1 AND u.name = $2)
+        ORDER BY 1, 2
+        "#,
+    )
+    .bind(group)
+    .bind(name)
+    .fetch_all(store.pool())
+    .await
+    .context("listing dependencies")?;
+    let mut result = JobDependencies {
+        upstreams: Vec::new(),
+        downstreams: Vec::new(),
+    };
+    for (job, upstream, window, policy, is_downstream) in rows {
+        let view = DependencyView {
+            job,
+            upstream,
+            window: if window == "period" {
+                Window::Period
+            } else {
+                Window::Same
+            },
+            on_upstream_failure: if policy == "wait" {
+                OnUpstreamFailure::Wait
+            } else {
+                OnUpstreamFailure::Fail
+            },
+        };
+        if is_downstream {
+            result.upstreams.push(view);
+        } else {
+            result.downstreams.push(view);
+        }
+    }
+    Ok(result)
+}
+
+/// A downstream job of an upstream job.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Downstream {
+    /// The downstream job.
+    pub job_id: i64,
+    /// Its window on the upstream.
+    pub window: String,
+    /// Its data-time period.
+    pub data_time_period: Option<String>,
+}
+
+impl Downstream {
+    /// The downstream data time an upstream run for `upstream_data_time` counts towards.
+    pub fn data_time_for(&self, upstream_data_time: Timestamp) -> Timestamp {
+        match self.window.as_str() {
+            "period" => data_time_of(self.data_time_period.as_deref(), upstream_data_time),
+            _ => upstream_data_time,
+        }
+    }
+}
+
+/// The jobs that depend on `upstream`.
+pub async fn downstreams(store: &Store, upstream: i64) -> Result<Vec<Downstream>, StoreError> {
+    sqlx::query_as(
+        r#"SELECT d.job_id, d."window", j.data_time_period
+           FROM job_dependencies d JOIN jobs j ON j.id = d.job_id
+           WHERE d.depends_on_job_id = $1"#,
+    )
+    .bind(upstream)
+    .fetch_all(store.pool())
+    .await
+    .context("listing downstream jobs")
+}
+
+#[derive(sqlx::FromRow)]
+struct Upstream {
+    id: i64,
+    label: String,
+    window: String,
+    on_upstream_failure: String,
+    data_time_period: Option<String>,
+    job_period: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct UpstreamTrigger {
+    schedule: Json<ScheduleSpec>,
+    start_time: jiff_sqlx::Timestamp,
+    calendar: Option<Json<CalendarSpec>>,
+}
+
+/// The most upstream runs one period window may expect.
+const MAX_EXPECTED_RUNS: usize = 10_000;
+
+/// Whether job `job_id`'s run for `data_time` may go ahead: every dependency's upstream runs for
+/// it, looked up now.
+pub async fn evaluate(
+    store: &Store,
+    job_id: i64,
+    data_time: Timestamp,
+) -> Result<Verdict, StoreError> {
+    let upstreams: Vec<Upstream> = sqlx::query_as(
+        r#"SELECT u.id, u.group_name || '.' || u.name AS label, d."window",
+                  d.on_upstream_failure, u.data_time_period, j.data_time_period AS job_period
+           FROM job_dependencies d JOIN jobs u ON u.id = d.depends_on_job_id
+                JOIN jobs j ON j.id = d.job_id
+           WHERE d.job_id = $1
+           ORDER BY u.id"#,
+    )
+    .bind(job_id)
+    .fetch_all(store.pool())
+    .await
+    .context("reading the job's dependencies")?;
+    let mut unmet = Vec::new();
+    for upstream in upstreams {
+        let period = upstream.job_period.as_deref().and_then(Period::parse);
+        let (from, until, expected) = match (upstream.window.as_str(), period) {
+            ("period", Some(period)) => {
+                let from = period.truncate(data_time);
+                let until = period.end(from);
+                let expected = expected_runs(store, &upstream, from, until).await?;
+                (from, until, expected)
+            }
+            _ => (
+                data_time,
+                data_time
+                    .checked_add(jiff::SignedDuration::from_nanos(1))
+                    .unwrap_or(data_time),
+                Some(vec![data_time]),
+            ),
+        };
+        // The latest task of each upstream data time in the window.
+        let runs: Vec<(jiff_sqlx::Timestamp, String)> = sqlx::query_as(
+            "SELECT DISTINCT ON (data_time) data_time, status FROM tasks
+             WHERE job_id = $1 AND data_time >= $2 AND data_time < $3
+             ORDER BY data_time, id DESC",
+        )
+        .bind(upstream.id)
+        .bind(jiff_sqlx::Timestamp::from(from))
+        .bind(jiff_sqlx::Timestamp::from(until))
+        .fetch_all(store.pool())
+        .await
+        .context("reading upstream runs")?;
+        let runs: BTreeMap<Timestamp, String> =
+            runs.into_iter().map(|(t, s)| (t.to_jiff(), s)).collect();
+        let needed: Vec<Timestamp> = match expected {
+            Some(expected) => expected,
+            // An upstream without triggers: whatever runs exist, and at least one.
+            None if runs.is_empty() => {
+                unmet.push(UnmetDependency {
+                    upstream: upstream.label.clone(),
+                    data_time: None,
+                    state: "missing".into(),
+                });
+                continue;
+            }
+            None => runs.keys().copied().collect(),
+        };
+        for t in needed {
+            match runs.get(&t).map(String::as_str) {
+                Some("succeeded") => {}
+                Some(status @ ("failed" | "killed")) => {
+                    if upstream.on_upstream_failure == "fail" {
+                        return Ok(Verdict::Failed {
+                            upstream: upstream.label,
+                        });
+                    }
+                    unmet.push(UnmetDependency {
+                        upstream: upstream.label.clone(),
+                        data_time: Some(t),
+                        state: format!("{status}; waiting for a rerun"),
+                    });
+                }
+                other => unmet.push(UnmetDependency {
+                    upstream: upstream.label.clone(),
+                    data_time: Some(t),
+                    state: other.unwrap_or("missing").to_string(),
+                }),
+            }
+        }
+    }
+    Ok(if unmet.is_empty() {
+        Verdict::Ready
+    } else {
+        Verdict::Waiting(unmet)
+    })
+}
+
+/// The data times of the runs the upstream's triggers schedule in `[from, until)`; None when it
+/// has no triggers (its runs are made on demand).
+async fn expected_runs(
+    store: &Store,
+    upstream: &Upstream,
+    from: Timestamp,
+    until: Timestamp,
+) -> Result<Option<Vec<Timestamp>>, StoreError> {
+    let triggers: Vec<UpstreamTrigger> = sqlx::query_as(
+        "SELECT t.schedule, t.start_time, c.definition AS calendar
+         FROM triggers t LEFT JOIN calendars c ON c.name = t.calendar_name
+         WHERE t.job_id = $1",
+    )
+    .bind(upstream.id)
+    .fetch_all(store.pool())
+    .await
+    .context("reading the upstream's triggers")?;
+    if triggers.is_empty() {
+        return Ok(None);
+    }
+    let last = until
+        .checked_sub(jiff::SignedDuration::from_nanos(1))
+        .unwrap_or(until);
+    let mut times = std::collections::BTreeSet::new();
+    for trigger in triggers {
+        let Ok(schedule) = Schedule::compile(&trigger.schedule.0, trigger.start_time.to_jiff())
+        else {
+            continue;
+        };
+        let calendar = trigger.calendar.and_then(|c| Calendar::compile(&c.0).ok());
+        for fire in schedule.fire_times_between(calendar.as_ref(), from, last, MAX_EXPECTED_RUNS) {
+            times.insert(data_time_of(upstream.data_time_period.as_deref(), fire));
+        }
+    }
+    Ok(Some(times.into_iter().collect()))
+}
+
+fn window_name(window: Window) -> &'static str {
+    match window {
+        Window::Same => "same",
+        Window::Period => "period",
+    }
+}
+
+fn policy_name(policy: OnUpstreamFailure) -> &'static str {
+    match policy {
+        OnUpstreamFailure::Fail => "fail",
+        OnUpstreamFailure::Wait => "wait",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn periods_truncate_in_utc() {
+        let at = t("2026-11-18T13:45:30Z"); // a Wednesday
+        assert_eq!(Period::Minute.truncate(at), t("2026-11-18T13:45:00Z"));
+        assert_eq!(Period::Hour.truncate(at), t("2026-11-18T13:00:00Z"));
+        assert_eq!(Period::Day.truncate(at), t("2026-11-18T00:00:00Z"));
+        assert_eq!(Period::Week.truncate(at), t("2026-11-16T00:00:00Z"));
+        assert_eq!(Period::Month.truncate(at), t("2026-11-01T00:00:00Z"));
+        assert_eq!(
+            Period::Month.end(t("2026-12-01T00:00:00Z")),
+            t("2027-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            Period::Week.end(t("2026-11-16T00:00:00Z")),
+            t("2026-11-23T00:00:00Z")
+        );
+    }
+}
