@@ -415,8 +415,9 @@ pub async fn evaluate(
             }
             _ => (
                 data_time,
+                // PostgreSQL keeps microseconds: the next one ends a one-instant window.
                 data_time
-                    .checked_add(jiff::SignedDuration::from_nanos(1))
+                    .checked_add(jiff::SignedDuration::from_micros(1))
                     .unwrap_or(data_time),
                 Some(vec![data_time]),
             ),
@@ -479,7 +480,7 @@ pub async fn evaluate(
 }
 
 /// The data times of the runs the upstream's triggers schedule in `[from, until)`; None when it
-/// has no triggers (its runs are made on demand).
+/// has no triggers (its runs are made on demand) or they schedule none there.
 async fn expected_runs(
     store: &Store,
     upstream: &Upstream,
@@ -503,8 +504,10 @@ async fn expected_runs(
         .unwrap_or(until);
     let mut times = std::collections::BTreeSet::new();
     for trigger in triggers {
-        let Ok(schedule) = Schedule::compile(&trigger.schedule.0, trigger.start_time.to_jiff())
-        else {
+        // A window before the trigger was created (a backfill's) counts the runs its schedule
+        // would have made then.
+        let start = trigger.start_time.to_jiff().min(from);
+        let Ok(schedule) = Schedule::compile(&trigger.schedule.0, start) else {
             continue;
         };
         let calendar = trigger.calendar.and_then(|c| Calendar::compile(&c.0).ok());
@@ -512,7 +515,8 @@ async fn expected_runs(
             times.insert(data_time_of(upstream.data_time_period.as_deref(), fire));
         }
     }
-    Ok(Some(times.into_iter().collect()))
+    // No run scheduled in the window: fall back to the runs that exist (at least one).
+    Ok((!times.is_empty()).then(|| times.into_iter().collect()))
 }
 
 fn window_name(window: Window) -> &'static str {

@@ -3,6 +3,7 @@
 
 mod adhoc;
 mod bad_input;
+mod dependencies;
 mod firing;
 mod firing_rules;
 mod outbox;

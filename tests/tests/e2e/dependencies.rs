@@ -1,0 +1,430 @@
+//! The dependency service through the running services: DAGs of jobs per data time, `same` and
+//! `period` windows, upstream-failure policies, backfills, exactly-once advancing, and the
+//! refusals (cycles, deleting an upstream).
+
+use anyhow::{Result, ensure};
+use chime_cli::commands::services::Services;
+use chime_core::bus::{Topology, publish_confirmed};
+use chime_core::model::{TaskStatus, TaskView};
+use chime_tests::{TestEnv, eventually, last_line};
+use lapin::options::{ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use uuid::Uuid;
+
+const UP: Services = Services::ALL;
+
+/// Runs `chime` and fails unless it succeeded; returns its last line.
+async fn chime_ok(env: &TestEnv, args: &[&str]) -> Result<String> {
+    let out = env.chime(args).await?;
+    ensure!(out.status.success(), "chime {args:?} failed: {out:?}");
+    Ok(last_line(&out))
+}
+
+/// Every task of a job, by data time then creation.
+async fn tasks_of(env: &TestEnv, job: &str) -> Result<Vec<TaskView>> {
+    let ids: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT t.id FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE j.name = $1
+         ORDER BY t.data_time, t.id",
+    )
+    .bind(job)
+    .fetch_all(env.store.pool())
+    .await?;
+    let mut tasks = Vec::new();
+    for id in ids {
+        tasks.push(env.task(id).await?);
+    }
+    Ok(tasks)
+}
+
+/// Waits until `job` has `n` tasks, all ended.
+async fn wait_ended(env: &TestEnv, job: &str, n: usize) -> Result<Vec<TaskView>> {
+    eventually(&format!("{n} ended tasks of {job}"), || async {
+        let tasks = tasks_of(env, job).await?;
+        Ok(tasks.len() >= n && tasks.iter().all(|t| t.status.is_terminal()))
+    })
+    .await?;
+    tasks_of(env, job).await
+}
+
+fn data_times(tasks: &[TaskView]) -> Vec<Option<jiff::Timestamp>> {
+    tasks.iter().map(|t| t.data_time).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diamond_completes_per_data_time_exactly_once_with_two_services() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    // A second dependency service: each (job, data time) must still advance once.
+    env.start(Services::DEPENDENCY).await?;
+    for job in ["a", "b", "c", "d"] {
+        chime_ok(
+            &env,
+            &[
+                "job",
+                "create",
+                job,
+                "--kind",
+                "shell",
+                "--script",
+                "sleep 0.2",
+            ],
+        )
+        .await?;
+    }
+    for (job, upstream) in [("b", "a"), ("c", "a"), ("d", "b"), ("d", "c")] {
+        chime_ok(&env, &["job", "depend", job, "--on", upstream]).await?;
+    }
+    let times = [
+        "2026-03-01T00:00:00Z",
+        "2026-03-02T00:00:00Z",
+        "2026-03-03T00:00:00Z",
+    ];
+    for t in times {
+        chime_ok(&env, &["job", "run", "a", "--data-time", t]).await?;
+    }
+    let d = wait_ended(&env, "d", 3).await?;
+    let b = wait_ended(&env, "b", 3).await?;
+    let c = wait_ended(&env, "c", 3).await?;
+    let expected: Vec<Option<jiff::Timestamp>> = times.iter().map(|t| t.parse().ok()).collect();
+    assert_eq!(data_times(&d), expected);
+    for ((d, b), c) in d.iter().zip(&b).zip(&c) {
+        assert_eq!(d.status, TaskStatus::Succeeded);
+        let d_started = d.attempts[0].started_at;
+        for upstream in [b, c] {
+            assert_eq!(upstream.data_time, d.data_time);
+            let finished = upstream.finished_at.expect("an ended upstream");
+            assert!(d_started >= finished, "d ran before its upstream ended");
+        }
+    }
+
+    // Every event again (duplicates): nothing new may be created.
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    for job in ["a", "b", "c"] {
+        for task in tasks_of(&env, job).await? {
+            let event = serde_json::json!({
+                "v": 1, "task_id": task.id, "attempt": task.attempt, "status": "succeeded",
+                "group": task.group, "job_id": task.job.as_ref().map(|j| j.id),
+                "data_time": task.data_time, "reason": null, "at": task.finished_at,
+            });
+            publish_confirmed(
+                &channel,
+                &topology.events_exchange(),
+                &format!("task.succeeded.{}", task.group),
+                serde_json::to_vec(&event)?.as_slice(),
+                FieldTable::default(),
+            )
+            .await?;
+        }
+    }
+    let queue = topology.dependencies_queue();
+    eventually("the duplicate events to be handled", || async {
+        let declared = channel
+            .queue_declare(
+                queue.clone().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await?;
+        Ok(declared.message_count() == 0)
+    })
+    .await?;
+    // Handled includes acked: the advance (or its refusal) has committed by then.
+    eventually("no unacked duplicate", || async {
+        let advances: i64 = sqlx::query_scalar("SELECT count(*) FROM dependency_advances")
+            .fetch_one(env.store.pool())
+            .await?;
+        Ok(advances == 9)
+    })
+    .await?;
+    for job in ["b", "c", "d"] {
+        assert_eq!(tasks_of(&env, job).await?.len(), 3, "tasks of {job}");
+    }
+    let _ = conn.close(200, "done".into()).await;
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daily_job_waits_for_all_24_hourly_runs_of_its_day() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    chime_ok(
+        &env,
+        &[
+            "job",
+            "create",
+            "hourly",
+            "--kind",
+            "noop",
+            "--data-time-period",
+            "hour",
+        ],
+    )
+    .await?;
+    chime_ok(
+        &env,
+        &[
+            "trigger",
+            "create",
+            "every-hour",
+            "--job",
+            "hourly",
+            "--schedule",
+            r#"{"kind":"cron","cron":"0 0 * * * ?","time_zone":"UTC"}"#,
+        ],
+    )
+    .await?;
+    chime_ok(
+        &env,
+        &[
+            "job",
+            "create",
+            "daily",
+            "--kind",
+            "noop",
+            "--data-time-period",
+            "day",
+        ],
+    )
+    .await?;
+    chime_ok(
+        &env,
+        &[
+            "job", "depend", "daily", "--on", "hourly", "--window", "period",
+        ],
+    )
+    .await?;
+    let out = chime_ok(
+        &env,
+        &[
+            "backfill",
+            "hourly",
+            "--from",
+            "2026-01-05T00:00:00Z",
+            "--to",
+            "2026-01-05T23:59:59Z",
+            "--parallelism",
+            "4",
+        ],
+    )
+    .await?;
+    assert!(out.ends_with("24 tasks"), "{out}");
+    let hourly = wait_ended(&env, "hourly", 24).await?;
+    let daily = wait_ended(&env, "daily", 1).await?;
+    assert_eq!(daily.len(), 1);
+    assert_eq!(daily[0].status, TaskStatus::Succeeded);
+    assert_eq!(daily[0].data_time, "2026-01-05T00:00:00Z".parse().ok());
+    let last_hour = hourly
+        .iter()
+        .filter_map(|t| t.finished_at)
+        .max()
+        .expect("hourly runs ended");
+    assert!(daily[0].attempts[0].started_at >= last_hour);
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_failure_fails_or_waits_for_a_rerun() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let flag = std::env::temp_dir().join(format!("chime-flag-{}", Uuid::now_v7()));
+    let script = format!("test -f {}", flag.display());
+    chime_ok(
+        &env,
+        &[
+            "job", "create", "up", "--kind", "shell", "--script", &script,
+        ],
+    )
+    .await?;
+    for job in ["failing", "after-failing", "patient"] {
+        chime_ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
+    }
+    chime_ok(&env, &["job", "depend", "failing", "--on", "up"]).await?;
+    chime_ok(&env, &["job", "depend", "after-failing", "--on", "failing"]).await?;
+    chime_ok(
+        &env,
+        &[
+            "job",
+            "depend",
+            "patient",
+            "--on",
+            "up",
+            "--on-upstream-failure",
+            "wait",
+        ],
+    )
+    .await?;
+    // `patient` makes its own task (a trigger firing once at the data time), which must wait.
+    let at = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(2))?
+        .round(jiff::Unit::Second)?;
+    let schedule =
+        format!(r#"{{"kind":"simple","interval_ms":1000,"repeat_count":0,"start_time":"{at}"}}"#);
+    chime_ok(
+        &env,
+        &[
+            "trigger",
+            "create",
+            "once",
+            "--job",
+            "patient",
+            "--schedule",
+            &schedule,
+        ],
+    )
+    .await?;
+    let up = chime_ok(&env, &["job", "run", "up", "--data-time", &at.to_string()]).await?;
+    let up: Uuid = up.parse()?;
+    assert_eq!(env.wait_terminal(up).await?.status, TaskStatus::Failed);
+
+    // fail: the downstream fails, and so does its own downstream.
+    for job in ["failing", "after-failing"] {
+        let tasks = wait_ended(&env, job, 1).await?;
+        assert_eq!(tasks[0].status, TaskStatus::Failed, "{job}");
+        assert_eq!(tasks[0].reason.as_deref(), Some("upstream_failed"), "{job}");
+        assert!(tasks[0].attempts.is_empty(), "{job} never ran");
+    }
+    // wait: the downstream's own task waits, and says on what.
+    eventually("patient's task to be waiting", || async {
+        Ok(tasks_of(&env, "patient").await?.len() == 1)
+    })
+    .await?;
+    let patient = tasks_of(&env, "patient").await?.remove(0);
+    assert_eq!(patient.status, TaskStatus::Waiting);
+    let show = env
+        .chime(&["task", "show", &patient.id.to_string(), "--json"])
+        .await?;
+    let shown: serde_json::Value = serde_json::from_slice(&show.stdout)?;
+    assert_eq!(shown["waiting_on"][0]["upstream"], "default.up", "{shown}");
+    assert_eq!(
+        shown["waiting_on"][0]["state"], "failed; waiting for a rerun",
+        "{shown}"
+    );
+
+    // The upstream re-run succeeds: the waiting downstream runs.
+    std::fs::write(&flag, "")?;
+    chime_ok(&env, &["task", "rerun", &up.to_string()]).await?;
+    let up = env.wait_terminal(up).await?;
+    assert_eq!(up.status, TaskStatus::Succeeded);
+    assert_eq!(up.attempt, 2);
+    let patient = env.wait_terminal(patient.id).await?;
+    assert_eq!(patient.status, TaskStatus::Succeeded);
+    let _ = std::fs::remove_file(&flag);
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seven_day_backfill_runs_serially_and_advances_its_downstream() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let daily = r#"{"kind":"cron","cron":"0 0 0 * * ?","time_zone":"UTC"}"#;
+    for job in ["load", "report"] {
+        chime_ok(
+            &env,
+            &[
+                "job",
+                "create",
+                job,
+                "--kind",
+                "noop",
+                "--spec",
+                r#"{"sleep_ms": 100}"#,
+                "--data-time-period",
+                "day",
+            ],
+        )
+        .await?;
+        chime_ok(
+            &env,
+            &[
+                "trigger",
+                "create",
+                &format!("{job}-daily"),
+                "--job",
+                job,
+                "--schedule",
+                daily,
+            ],
+        )
+        .await?;
+    }
+    chime_ok(&env, &["job", "depend", "report", "--on", "load"]).await?;
+    let out = chime_ok(
+        &env,
+        &[
+            "backfill",
+            "load",
+            "--from",
+            "2026-02-01T00:00:00Z",
+            "--to",
+            "2026-02-07T00:00:00Z",
+            "--with-downstream",
+        ],
+    )
+    .await?;
+    assert!(out.ends_with("7 tasks"), "{out}");
+    let load = wait_ended(&env, "load", 7).await?;
+    let report = wait_ended(&env, "report", 7).await?;
+    let expected: Vec<Option<jiff::Timestamp>> = (1..=7)
+        .map(|d| format!("2026-02-{d:02}T00:00:00Z").parse().ok())
+        .collect();
+    assert_eq!(data_times(&load), expected);
+    assert_eq!(data_times(&report), expected);
+    assert!(
+        load.iter()
+            .chain(&report)
+            .all(|t| t.status == TaskStatus::Succeeded)
+    );
+    // Serial: each day's load started after the previous one ended.
+    for pair in load.windows(2) {
+        let previous_end = pair[0].finished_at.expect("ended");
+        assert!(
+            pair[1].attempts[0].started_at >= previous_end,
+            "backfill overlapped"
+        );
+    }
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_and_deleting_an_upstream_are_refused() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    for job in ["x", "y", "z"] {
+        chime_ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
+    }
+    chime_ok(&env, &["job", "depend", "y", "--on", "x"]).await?;
+    chime_ok(&env, &["job", "depend", "z", "--on", "y"]).await?;
+    let cycle = env.chime(&["job", "depend", "x", "--on", "z"]).await?;
+    assert!(!cycle.status.success());
+    let stderr = String::from_utf8_lossy(&cycle.stderr);
+    assert!(
+        stderr.contains("error:")
+            && stderr.contains("cycle: default.x → default.z → default.y → default.x"),
+        "{stderr}"
+    );
+    let itself = env.chime(&["job", "depend", "x", "--on", "x"]).await?;
+    assert!(!itself.status.success());
+
+    let delete = env.chime(&["job", "delete", "x"]).await?;
+    assert!(!delete.status.success());
+    let stderr = String::from_utf8_lossy(&delete.stderr);
+    assert!(stderr.contains("default.y"), "{stderr}");
+    let edges: i64 = sqlx::query_scalar("SELECT count(*) FROM job_dependencies")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(edges, 2, "the refused calls changed nothing");
+    chime_ok(&env, &["job", "delete", "x", "--force"]).await?;
+    let edges: i64 = sqlx::query_scalar("SELECT count(*) FROM job_dependencies")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(edges, 1);
+    env.cleanup().await
+}
