@@ -84,6 +84,17 @@ impl Installation {
         Ok(())
     }
 
+    /// Starts `count` dependency services, each on its own node.
+    pub async fn start_dependency_services(&mut self, count: usize) -> BenchResult<()> {
+        for _ in 0..count {
+            let node = Arc::new(Node::start(self.settings.clone(), "bench").await?);
+            let (n, stop) = (node.clone(), self.shutdown.clone());
+            tokio::spawn(async move { chime_dependency::run(&n, stop).await });
+            self.nodes.push(node);
+        }
+        Ok(())
+    }
+
     /// The installation's settings (its database and prefix).
     pub fn settings(&self) -> &Settings {
         &self.settings

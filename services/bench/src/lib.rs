@@ -1,6 +1,7 @@
 //! chime-bench: the benchmarks behind `chime bench …` (DESIGN.md section 9). Each prints one
 //! machine-readable line of figures; none ever fails on time.
 
+pub mod deps;
 pub mod fire;
 pub mod installation;
 pub mod lag;

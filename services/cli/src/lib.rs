@@ -173,6 +173,15 @@ enum BenchCommand {
         #[arg(long, default_value_t = 2)]
         schedulers: usize,
     },
+    /// Upstream success to downstream publish over N data times: p50/p99/max.
+    Deps {
+        /// How many data times.
+        #[arg(long, default_value_t = 1000)]
+        data_times: usize,
+        /// Upstream runs started per second.
+        #[arg(long, default_value_t = 200.0)]
+        rate: f64,
+    },
     /// N ad-hoc noop tasks end to end: tasks/s and submit-to-succeeded p50/p99.
     Tasks {
         /// How many tasks.
@@ -397,6 +406,16 @@ async fn run(cli: Cli) -> Result<()> {
                 chime_bench::tasks::run(&settings(global, None)?, count, concurrency, workers)
                     .await
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", figures.line());
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Deps { data_times, rate }) => {
+            if data_times == 0 || !(rate > 0.0 && rate.is_finite()) {
+                return Err(BadInput("--data-times and --rate must be positive".into()).into());
+            }
+            let figures = chime_bench::deps::run(&settings(global, None)?, data_times, rate)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", figures.line());
             Ok(())
         }
