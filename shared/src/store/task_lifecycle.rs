@@ -1,18 +1,24 @@
 //! The one place a task's status moves.
 //!
 //! ```text
-//!   trigger fire / dependency met / submit
-//!              │
-//!   waiting ───┴──▶ ready ──worker takes attempt n──▶ running ──▶ succeeded
-//!                     ▲                                  │  ├──▶ failed   (no budget left)
-//!                     │                                  │  └──▶ killed
-//!                     └───── retrying ◀──────────────────┘  (rejected or failed, budget left)
+//!   trigger fire (job with upstreams) ─┐   trigger fire / submit / job run / rerun
+//!                                      ▼              │
+//!   backfill ──────────────────────▶ waiting ──(upstreams met, backfill turn)──▶ ready
+//!                                      │                                          │
+//!                  upstream failed ◀───┘     worker takes attempt n ──▶ running ◀─┘
+//!                  (failed, upstream_failed)                            │  ├──▶ succeeded
+//!                                                                       │  ├──▶ failed (no budget left)
+//!                         ready ◀── retrying ◀── rejected or failed ────┘  └──▶ killed
+//!                                   (budget left; next_attempt_at)
+//!   kill: waiting | ready | retrying → killed here; running → its worker kills it → killed
+//!   worker gone: running → ready (requests_recovery) | retrying | failed (lost) | killed
 //! ```
 //!
-//! Every transition is one statement (so one commit) fenced by `(task, attempt)`: a worker that
-//! holds a stale attempt, or a duplicate delivery, moves nothing. Every transition that others must
-//! hear about writes its bus message to the outbox in the same statement, so a message exists iff
-//! the change committed.
+//! Every transition is one statement or one transaction, fenced by `(task, attempt)` where a
+//! worker is involved: a worker that holds a stale attempt, or a duplicate delivery, moves
+//! nothing. Every transition that others must hear about writes its bus message (task message,
+//! event, kill command) to the outbox in the same transaction, so a message exists iff the change
+//! committed.
 
 use serde_json::json;
 use sqlx::types::Json;
