@@ -314,6 +314,18 @@ async fn run(cli: Cli) -> Result<()> {
             | Command::Dependency(_)
             | Command::Migrate
     );
+    if !serving {
+        // A client verb piped into `head` should end quietly when the pipe closes, as Unix tools
+        // do, not panic in println!. (Services keep Rust's ignored SIGPIPE: a peer closing a
+        // socket must be an error to handle, not a signal that kills the process.)
+        // SAFETY: at start-up, before any thread of ours relies on SIGPIPE's disposition.
+        let _ = unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+        };
+    }
     // lapin logs an error when a channel closes with its connection at shutdown; real connection
     // losses are logged by chime's own supervisor.
     chime_core::telemetry::init_logging(if serving {
