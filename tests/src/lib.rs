@@ -165,6 +165,15 @@ impl TestEnv {
             .await?)
     }
 
+    /// `chime submit ARGS…`; fails unless it succeeded; returns the task's id.
+    pub async fn submit(&self, args: &[&str]) -> Result<Uuid> {
+        let mut full = vec!["submit"];
+        full.extend_from_slice(args);
+        let out = self.chime(&full).await?;
+        anyhow::ensure!(out.status.success(), "chime submit failed: {out:?}");
+        Ok(last_line(&out).parse()?)
+    }
+
     /// Starts the `chime` binary as a long-running process (a service) with this installation's
     /// settings; it is killed when the handle is dropped.
     pub fn spawn_chime(&self, args: &[&str]) -> Result<tokio::process::Child> {

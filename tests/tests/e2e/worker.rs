@@ -14,15 +14,6 @@ use uuid::Uuid;
 
 const UP: Services = Services::ALL;
 
-/// Submits with `chime submit` and returns the task's id.
-async fn submit(env: &TestEnv, args: &[&str]) -> Result<Uuid> {
-    let mut full = vec!["submit"];
-    full.extend_from_slice(args);
-    let out = env.chime(&full).await?;
-    anyhow::ensure!(out.status.success(), "chime submit failed: {out:?}");
-    Ok(last_line(&out).parse()?)
-}
-
 /// The wait between one attempt's end and the next one's start.
 fn gaps(task: &TaskView) -> Vec<Duration> {
     task.attempts
@@ -72,9 +63,8 @@ async fn pid_from(file: &std::path::Path) -> Result<i32> {
 async fn rejected_three_times_then_failed_with_the_interval_between() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(UP).await?;
-    let id = submit(
-        &env,
-        &[
+    let id = env
+        .submit(&[
             "--kind",
             "shell",
             "--reject-retries",
@@ -85,9 +75,8 @@ async fn rejected_three_times_then_failed_with_the_interval_between() -> Result<
             "5",
             "--script",
             "exit 75",
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     let task = env.wait_terminal(id).await?;
     assert_eq!(task.status, TaskStatus::Failed);
     assert_eq!(task.reason.as_deref(), Some("rejected"));
@@ -106,9 +95,8 @@ async fn rejected_three_times_then_failed_with_the_interval_between() -> Result<
 async fn failed_twice_then_succeeded_with_growing_backoff() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(UP).await?;
-    let id = submit(
-        &env,
-        &[
+    let id = env
+        .submit(&[
             "--kind",
             "shell",
             "--failed-retries",
@@ -121,9 +109,8 @@ async fn failed_twice_then_succeeded_with_growing_backoff() -> Result<()> {
             r#"{"kind":"exponential","factor":3,"max_interval_ms":60000,"jitter":0}"#,
             "--script",
             r#"echo "attempt $CHIME_ATTEMPT"; [ "$CHIME_ATTEMPT" -ge 3 ]"#,
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     let task = env.wait_terminal(id).await?;
     assert_eq!(task.status, TaskStatus::Succeeded);
     assert_eq!(task.attempt, 3);
@@ -170,18 +157,16 @@ async fn a_timeout_kills_the_whole_process_group() -> Result<()> {
     env.start(UP).await?;
     let pid_file = scratch_dir()?.join("child.pid");
     let script = format!("sleep 600 & echo $! > {}; wait", pid_file.display());
-    let id = submit(
-        &env,
-        &[
+    let id = env
+        .submit(&[
             "--kind",
             "shell",
             "--timeout-ms",
             "1500",
             "--script",
             &script,
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     let child = pid_from(&pid_file).await?;
     let task = env.wait_terminal(id).await?;
     assert_eq!(task.status, TaskStatus::Failed);
@@ -196,7 +181,9 @@ async fn kill_ends_a_running_task_and_its_children() -> Result<()> {
     env.start(UP).await?;
     let pid_file = scratch_dir()?.join("child.pid");
     let script = format!("sleep 600 & echo $! > {}; wait", pid_file.display());
-    let id = submit(&env, &["--kind", "shell", "--script", &script]).await?;
+    let id = env
+        .submit(&["--kind", "shell", "--script", &script])
+        .await?;
     let child = pid_from(&pid_file).await?;
     env.wait_status(id, TaskStatus::Running).await?;
 
@@ -224,9 +211,8 @@ async fn kill_ends_a_running_task_and_its_children() -> Result<()> {
 async fn kill_cancels_a_retrying_task_in_the_database() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(UP).await?;
-    let id = submit(
-        &env,
-        &[
+    let id = env
+        .submit(&[
             "--kind",
             "shell",
             "--failed-retries",
@@ -235,9 +221,8 @@ async fn kill_cancels_a_retrying_task_in_the_database() -> Result<()> {
             "600000",
             "--script",
             "exit 1",
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     let retrying = env.wait_status(id, TaskStatus::Retrying).await?;
     assert!(retrying.next_attempt_at.is_some());
     let response = chime_tests::http()
@@ -291,15 +276,16 @@ async fn http_tasks_succeed_reject_with_retry_after_and_fail() -> Result<()> {
 
     let spec = serde_json::json!({"url": format!("{base}/ok"), "method": "POST",
                                   "body": {"x": 1}, "expected_status": [200]});
-    let ok = submit(&env, &["--kind", "http", "--spec", &spec.to_string()]).await?;
+    let ok = env
+        .submit(&["--kind", "http", "--spec", &spec.to_string()])
+        .await?;
     let task = env.wait_terminal(ok).await?;
     assert_eq!(task.status, TaskStatus::Succeeded);
     assert_eq!(task.result.map(|r| r.output), Some("fine".into()));
 
     let spec = serde_json::json!({"url": format!("{base}/busy")});
-    let busy = submit(
-        &env,
-        &[
+    let busy = env
+        .submit(&[
             "--kind",
             "http",
             "--reject-retries",
@@ -308,9 +294,8 @@ async fn http_tasks_succeed_reject_with_retry_after_and_fail() -> Result<()> {
             "0",
             "--spec",
             &spec.to_string(),
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     let task = env.wait_terminal(busy).await?;
     assert_eq!(task.status, TaskStatus::Succeeded);
     assert_eq!(
@@ -327,7 +312,9 @@ async fn http_tasks_succeed_reject_with_retry_after_and_fail() -> Result<()> {
     );
 
     let spec = serde_json::json!({"url": format!("{base}/broken")});
-    let broken = submit(&env, &["--kind", "http", "--spec", &spec.to_string()]).await?;
+    let broken = env
+        .submit(&["--kind", "http", "--spec", &spec.to_string()])
+        .await?;
     let task = env.wait_terminal(broken).await?;
     assert_eq!(task.status, TaskStatus::Failed);
     let error = task.result.and_then(|r| r.error).unwrap_or_default();
@@ -351,20 +338,22 @@ async fn command_templates_run_configured_kinds_and_unknown_kinds_are_rejected()
         let out = env.chime(&["route", "set", kind, group]).await?;
         assert!(out.status.success(), "{out:?}");
     }
-    let greet = submit(&env, &["--kind", "greet", "--spec", r#"{"who": "world"}"#]).await?;
+    let greet = env
+        .submit(&["--kind", "greet", "--spec", r#"{"who": "world"}"#])
+        .await?;
     let task = env.wait_terminal(greet).await?;
     assert_eq!(task.status, TaskStatus::Succeeded);
     assert_eq!(task.result.map(|r| r.output), Some("hello world\n".into()));
 
     // A spec without the template's placeholder fails with the field named.
-    let bare = submit(&env, &["--kind", "greet", "--spec", "{}"]).await?;
+    let bare = env.submit(&["--kind", "greet", "--spec", "{}"]).await?;
     let task = env.wait_terminal(bare).await?;
     assert_eq!(task.status, TaskStatus::Failed);
     let error = task.result.and_then(|r| r.error).unwrap_or_default();
     assert!(error.contains("\"who\""), "{error}");
 
     // Routed, but no worker has an executor for it: rejected, not failed.
-    let teleport = submit(&env, &["--kind", "teleport"]).await?;
+    let teleport = env.submit(&["--kind", "teleport"]).await?;
     let task = env.wait_terminal(teleport).await?;
     assert_eq!(task.status, TaskStatus::Failed);
     assert_eq!(task.reason.as_deref(), Some("rejected"));
@@ -377,9 +366,8 @@ async fn execute_user_runs_as_that_user_or_is_rejected() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(UP).await?;
     let root = nix::unistd::Uid::effective().is_root();
-    let id = submit(
-        &env,
-        &[
+    let id = env
+        .submit(&[
             "--kind",
             "shell",
             "--execute-user",
@@ -387,9 +375,8 @@ async fn execute_user_runs_as_that_user_or_is_rejected() -> Result<()> {
             "--",
             "id",
             "-un",
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     let task = env.wait_terminal(id).await?;
     if root {
         assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
@@ -397,18 +384,16 @@ async fn execute_user_runs_as_that_user_or_is_rejected() -> Result<()> {
     } else {
         assert_eq!(task.reason.as_deref(), Some("rejected"));
     }
-    let missing = submit(
-        &env,
-        &[
+    let missing = env
+        .submit(&[
             "--kind",
             "shell",
             "--execute-user",
             "no-such-user-here",
             "--",
             "true",
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     let task = env.wait_terminal(missing).await?;
     assert_eq!(task.status, TaskStatus::Failed);
     assert_eq!(task.reason.as_deref(), Some("rejected"));

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use chime_cli::commands::services::Services;
 use chime_core::model::{AttemptOutcome, TaskStatus};
-use chime_tests::{TestEnv, eventually, last_line};
+use chime_tests::{TestEnv, eventually};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use uuid::Uuid;
@@ -18,14 +18,6 @@ const API_AND_SCHEDULER: Services = Services {
     scheduler: true,
     dependency: false,
 };
-
-async fn submit(env: &TestEnv, args: &[&str]) -> Result<Uuid> {
-    let mut full = vec!["submit"];
-    full.extend_from_slice(args);
-    let out = env.chime(&full).await?;
-    anyhow::ensure!(out.status.success(), "chime submit failed: {out:?}");
-    Ok(last_line(&out).parse()?)
-}
 
 fn signal(child: &tokio::process::Child, signal: Signal) -> Result<()> {
     let pid = child.id().context("the process has exited")?;
@@ -52,15 +44,13 @@ async fn sigterm_drains_running_tasks_finish_and_unstarted_go_back() -> Result<(
     // One slot, prefetch 2: while the long task runs, the next delivery waits in the worker.
     let mut worker = env.spawn_chime(&["worker", "--concurrency", "1"])?;
     online_workers(&env, 1).await?;
-    let long = submit(
-        &env,
-        &["--kind", "shell", "--script", "sleep 2; echo finished"],
-    )
-    .await?;
+    let long = env
+        .submit(&["--kind", "shell", "--script", "sleep 2; echo finished"])
+        .await?;
     env.wait_status(long, TaskStatus::Running).await?;
     let queued = [
-        submit(&env, &["--kind", "noop"]).await?,
-        submit(&env, &["--kind", "noop"]).await?,
+        env.submit(&["--kind", "noop"]).await?,
+        env.submit(&["--kind", "noop"]).await?,
     ];
     signal(&worker, Signal::SIGTERM)?;
     let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
@@ -100,7 +90,10 @@ async fn two_workers_on_one_group_share_the_load() -> Result<()> {
     online_workers(&env, 2).await?;
     let mut ids = Vec::new();
     for _ in 0..8 {
-        ids.push(submit(&env, &["--kind", "noop", "--spec", r#"{"sleep_ms": 300}"#]).await?);
+        ids.push(
+            env.submit(&["--kind", "noop", "--spec", r#"{"sleep_ms": 300}"#])
+                .await?,
+        );
     }
     let mut names = std::collections::BTreeSet::new();
     for id in ids {
@@ -125,19 +118,19 @@ async fn a_worker_killed_mid_task_is_recovered_per_requests_recovery() -> Result
         r#"echo $$ > {}/recovering; if [ "$CHIME_ATTEMPT" = 1 ]; then sleep 600; fi; echo rerun"#,
         dir.display()
     );
-    let recovering = submit(
-        &env,
-        &[
+    let recovering = env
+        .submit(&[
             "--kind",
             "shell",
             "--requests-recovery",
             "--script",
             &recovering_script,
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     let lost_script = format!("echo $$ > {}/lost; sleep 600", dir.display());
-    let lost = submit(&env, &["--kind", "shell", "--script", &lost_script]).await?;
+    let lost = env
+        .submit(&["--kind", "shell", "--script", &lost_script])
+        .await?;
     env.wait_status(recovering, TaskStatus::Running).await?;
     env.wait_status(lost, TaskStatus::Running).await?;
 
@@ -172,9 +165,8 @@ async fn a_worker_killed_mid_task_is_recovered_per_requests_recovery() -> Result
 async fn a_retry_is_delivered_after_the_broker_connection_was_cut() -> Result<()> {
     let (mut env, proxy) = TestEnv::behind_proxy().await?;
     env.start(Services::ALL).await?;
-    let id = submit(
-        &env,
-        &[
+    let id = env
+        .submit(&[
             "--kind",
             "shell",
             "--failed-retries",
@@ -183,9 +175,8 @@ async fn a_retry_is_delivered_after_the_broker_connection_was_cut() -> Result<()
             "2000",
             "--script",
             r#"[ "$CHIME_ATTEMPT" -ge 2 ]"#,
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     env.wait_status(id, TaskStatus::Retrying).await?;
     proxy.cut();
     // Released while the broker is unreachable: its message waits in the outbox.
