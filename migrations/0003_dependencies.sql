@@ -32,3 +32,12 @@ CREATE TABLE dependency_advances (
     at        timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (job_id, data_time)
 );
+
+-- Task lists by status, without an index entry per finished task: every status change of a
+-- task used to add one to tasks_by_status (a status is in every key), the largest index cost of
+-- a task's life. Live statuses and the rare failed/killed ones are indexed; `succeeded`, by far
+-- the commonest, is listed by walking the primary key (ids are time-ordered) newest first.
+DROP INDEX tasks_by_status;
+CREATE INDEX tasks_live_by_status ON tasks (status, id DESC)
+    WHERE status IN ('waiting', 'ready', 'running', 'retrying');
+CREATE INDEX tasks_unsuccessful ON tasks (status, id DESC) WHERE status IN ('failed', 'killed');
