@@ -114,9 +114,11 @@ async fn run<T, F, Fut>(
             .record(items.len() as f64);
         match commit(items).await {
             Ok(moved) => {
-                let moved: std::collections::HashSet<(Uuid, i32)> = moved.into_iter().collect();
+                // One yes per transition made: the same attempt asked twice in one batch (a
+                // duplicate delivery) moved once, so only its first asker may go on.
+                let mut moved: std::collections::HashSet<(Uuid, i32)> = moved.into_iter().collect();
                 for (key, reply) in keys.into_iter().zip(replies) {
-                    let _ = reply.send(Ok(moved.contains(&key)));
+                    let _ = reply.send(Ok(moved.remove(&key)));
                 }
             }
             Err(error) => {

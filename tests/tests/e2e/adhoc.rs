@@ -144,7 +144,7 @@ async fn the_same_task_message_delivered_twice_runs_once() -> Result<()> {
         Ok(chime_core::store::outbox::unsent_count(&env.store).await? == 0)
     })
     .await?;
-    // ...and we deliver the same message a second time.
+    // ...and we deliver the same message again.
     let message = TaskMessage {
         v: 1,
         task_id: submitted.id,
@@ -157,14 +157,17 @@ async fn the_same_task_message_delivered_twice_runs_once() -> Result<()> {
         timeout_ms: None,
         execute_user: None,
     };
-    publish_confirmed(
-        &channel,
-        &topology.tasks_exchange(),
-        "default",
-        &serde_json::to_vec(&message)?,
-        FieldTable::default(),
-    )
-    .await?;
+    // Several copies, so that some reach the worker together and are asked about in one batch.
+    for _ in 0..3 {
+        publish_confirmed(
+            &channel,
+            &topology.tasks_exchange(),
+            "default",
+            &serde_json::to_vec(&message)?,
+            FieldTable::default(),
+        )
+        .await?;
+    }
     env.start(Services::WORKER).await?;
     let task = env.wait_terminal(submitted.id).await?;
     assert_eq!(task.status, TaskStatus::Succeeded);

@@ -401,3 +401,39 @@ async fn execute_user_runs_as_that_user_or_is_rejected() -> Result<()> {
     assert!(error.contains("does not exist"), "{error}");
     env.cleanup().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_attempt_asked_to_start_twice_in_one_batch_starts_once() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
+    let task = chime_core::store::task_lifecycle::submit(
+        &env.store,
+        &topology,
+        chime_core::model::NewTask {
+            kind: "noop".into(),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let identity = chime_core::store::task_lifecycle::WorkerIdentity {
+        id: Uuid::now_v7(),
+        name: "test".into(),
+    };
+    let transitions =
+        chime_worker::transitions::Transitions::start(env.store.clone(), topology, identity);
+    // Both requests are queued before the batching loop runs: they share one statement.
+    let (first, second) = tokio::join!(
+        transitions.start_attempt(task.id, 1),
+        transitions.start_attempt(task.id, 1)
+    );
+    let answers = [
+        first.map_err(|e| anyhow::anyhow!("{e}"))?,
+        second.map_err(|e| anyhow::anyhow!("{e}"))?,
+    ];
+    assert_eq!(
+        answers.iter().filter(|started| **started).count(),
+        1,
+        "{answers:?}"
+    );
+    env.cleanup().await
+}
