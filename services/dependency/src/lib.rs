@@ -35,6 +35,7 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
     let slots = Arc::new(Semaphore::new(usize::from(CONCURRENCY)));
     async {
         while let Some(conn) = node.broker.connection(&shutdown).await {
+            // Raced with shutdown: on a dying connection these calls may never be answered.
             let consumer = async {
                 let channel = conn.create_channel().await?;
                 channel
@@ -52,8 +53,11 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
                     )
                     .await?;
                 Ok::<_, lapin::Error>((channel, consumer))
-            }
-            .await;
+            };
+            let consumer = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                consumer = consumer => consumer,
+            };
             let (channel, mut consumer) = match consumer {
                 Ok(consumer) => consumer,
                 Err(error) => {
@@ -65,11 +69,7 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
             info!("consuming task events");
             loop {
                 let delivery = tokio::select! {
-                    _ = shutdown.cancelled() => {
-                        handling.close();
-                        handling.wait().await;
-                        return;
-                    }
+                    _ = shutdown.cancelled() => break,
                     delivery = consumer.next() => delivery,
                 };
                 let delivery = match delivery {
@@ -80,7 +80,11 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
                     }
                     None => break,
                 };
-                let Ok(slot) = slots.clone().acquire_owned().await else {
+                let slot = tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    slot = slots.clone().acquire_owned() => slot,
+                };
+                let Ok(slot) = slot else {
                     break;
                 };
                 let (store, topology, channel, queue) = (
@@ -125,8 +129,15 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
             }
             pause(&shutdown).await;
         }
+        // Events in hand finish (or, on a broker that no longer answers, are left unacked: they
+        // come back, and advancing is idempotent).
         handling.close();
-        handling.wait().await;
+        if tokio::time::timeout(Duration::from_secs(10), handling.wait())
+            .await
+            .is_err()
+        {
+            warn!("events still in hand at shutdown; they will be redelivered");
+        }
     }
     .instrument(info_span!("dependency_service"))
     .await

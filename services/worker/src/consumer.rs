@@ -41,7 +41,13 @@ pub async fn consume(
     let span = info_span!("consumer", %queue);
     async move {
         while let Some(conn) = worker.broker.connection(&shutdown).await {
-            let channel = match open(&worker, &conn, &queue, kind).await {
+            // Broker calls are raced with shutdown: on a connection that is dying they may never
+            // answer, and a stopping worker must not wait for them.
+            let opened = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                opened = open(&worker, &conn, &queue, kind) => opened,
+            };
+            let channel = match opened {
                 Ok(channel) => channel,
                 Err(error) => {
                     warn!(%error, "cannot consume; retrying");
@@ -50,20 +56,22 @@ pub async fn consume(
                 }
             };
             let tag = format!("{}-{}", worker.identity.name, queue);
-            let mut consumer = match channel
-                .basic_consume(
-                    queue.clone().into(),
-                    tag.clone().into(),
-                    BasicConsumeOptions {
-                        // A command is acted on at once or not at all (the heartbeat is the
-                        // backstop), so it needs no ack.
-                        no_ack: matches!(kind, QueueKind::Control),
-                        ..BasicConsumeOptions::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-            {
+            let consume = channel.basic_consume(
+                queue.clone().into(),
+                tag.clone().into(),
+                BasicConsumeOptions {
+                    // A command is acted on at once or not at all (the heartbeat is the
+                    // backstop), so it needs no ack.
+                    no_ack: matches!(kind, QueueKind::Control),
+                    ..BasicConsumeOptions::default()
+                },
+                FieldTable::default(),
+            );
+            let consumed = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                consumed = consume => consumed,
+            };
+            let mut consumer = match consumed {
                 Ok(consumer) => consumer,
                 Err(error) => {
                     warn!(%error, "basic.consume failed; retrying");
@@ -77,7 +85,8 @@ pub async fn consume(
                     _ = shutdown.cancelled() => {
                         // Running attempts hold clones of the channel and ack on it; it closes
                         // when the last of them is done.
-                        let _ = channel.basic_cancel(tag.into(), BasicCancelOptions::default()).await;
+                        let cancel = channel.basic_cancel(tag.into(), BasicCancelOptions::default());
+                        let _ = tokio::time::timeout(Duration::from_secs(2), cancel).await;
                         return;
                     }
                     delivery = consumer.next() => match delivery {
