@@ -161,12 +161,14 @@ impl OutboxRelay {
             return Ok(Round::Published(0));
         }
         let topology = self.broker.topology();
-        if let Err(error) = declare_groups(channel, topology, &batch, declared_groups).await {
+        let (expanded, broken) = expand(&batch);
+        outbox::release(&self.store, &broken).await?;
+        if let Err(error) = declare_groups(channel, topology, &expanded, declared_groups).await {
             outbox::release(&self.store, &ids(&batch)).await?;
             return Ok(Round::BrokerLost(error.into()));
         }
         let started = Instant::now();
-        let (published, failed, broker_error) = publish_batch(channel, topology, &batch).await;
+        let (published, failed, broker_error) = publish_batch(channel, topology, &expanded).await;
         outbox::mark_published(&self.store, &published).await?;
         outbox::release(&self.store, &failed).await?;
         metrics::counter!("chime_outbox_published_total").increment(published.len() as u64);
@@ -192,19 +194,45 @@ async fn confirm_channel(conn: &Connection) -> lapin::Result<Channel> {
 async fn declare_groups(
     channel: &Channel,
     topology: &Topology,
-    batch: &[OutboxMessage],
+    batch: &[Expanded<'_>],
     declared: &mut HashSet<String>,
 ) -> lapin::Result<()> {
     let tasks_exchange = topology.tasks_exchange();
-    for message in batch {
-        if message.exchange == tasks_exchange && !declared.contains(&message.routing_key) {
-            topology
-                .declare_group(channel, &message.routing_key)
-                .await?;
-            declared.insert(message.routing_key.clone());
+    for row in batch {
+        if row.row.exchange != tasks_exchange {
+            continue;
+        }
+        for (routing_key, _) in &row.messages {
+            if !declared.contains(routing_key) {
+                topology.declare_group(channel, routing_key).await?;
+                declared.insert(routing_key.clone());
+            }
         }
     }
     Ok(())
+}
+
+/// A claimed row with the messages it publishes.
+struct Expanded<'a> {
+    row: &'a OutboxMessage,
+    messages: Vec<(String, String)>,
+}
+
+/// Expands claimed rows into their messages; a row whose batch does not parse (it cannot: the
+/// store writes them) is logged and left for a later round.
+fn expand(batch: &[OutboxMessage]) -> (Vec<Expanded<'_>>, Vec<i64>) {
+    let mut expanded = Vec::with_capacity(batch.len());
+    let mut broken = Vec::new();
+    for row in batch {
+        match row.messages() {
+            Ok(messages) => expanded.push(Expanded { row, messages }),
+            Err(error) => {
+                warn!(id = row.id, %error, "outbox row's batch does not parse; left unsent");
+                broken.push(row.id);
+            }
+        }
+    }
+    (expanded, broken)
 }
 
 /// Publishes every message (each at its time) before waiting for any confirm, and notes when
@@ -256,19 +284,42 @@ impl Outcomes {
 }
 
 /// Publishes every message (each at its time) without waiting for confirms in between; confirms
-/// are noted as they arrive, also while later messages wait for their time. Task messages are
-/// mandatory (a task that reaches no queue would be lost); events and commands may have no
-/// listener.
+/// are noted as they arrive, also while later messages wait for their time. A row is published
+/// when all its messages are confirmed. Task messages are mandatory (a task that reaches no
+/// queue would be lost); events and commands may have no listener.
 async fn publish_batch(
     channel: &Channel,
     topology: &Topology,
-    batch: &[OutboxMessage],
+    batch: &[Expanded<'_>],
 ) -> (Vec<(i64, jiff::Timestamp)>, Vec<i64>, Option<BusError>) {
     let mut outcomes = Outcomes::default();
     let tasks_exchange = topology.tasks_exchange();
     let claimed_at = tokio::time::Instant::now();
+    // Per row: confirms still awaited, and the first failure.
+    let mut remaining: Vec<usize> = batch.iter().map(|r| r.messages.len()).collect();
+    let mut errors: Vec<Option<BusError>> = batch.iter().map(|_| None).collect();
     let mut confirms = FuturesUnordered::new();
-    for message in batch {
+    let settle = |index: usize,
+                  outcome: Result<(), BusError>,
+                  remaining: &mut Vec<usize>,
+                  errors: &mut Vec<Option<BusError>>,
+                  outcomes: &mut Outcomes| {
+        if let Err(error) = outcome {
+            errors[index].get_or_insert(error);
+        }
+        remaining[index] = remaining[index].saturating_sub(1);
+        if remaining[index] == 0 {
+            let outcome = errors[index].take().map_or(Ok(()), Err);
+            outcomes.record(claimed_at, batch[index].row, outcome);
+        }
+    };
+    for (index, row) in batch.iter().enumerate() {
+        let message = row.row;
+        if remaining[index] == 0 {
+            // An empty batch publishes nothing and is done.
+            outcomes.record(claimed_at, message, Ok(()));
+            continue;
+        }
         if outcomes.broker_error.is_some() {
             outcomes.failed.push(message.id);
             continue;
@@ -280,41 +331,48 @@ async fn publish_batch(
                 tokio::select! {
                     _ = tokio::time::sleep_until(due) => break,
                     Some((done, outcome)) = confirms.next() => {
-                        outcomes.record(claimed_at, done, outcome);
+                        settle(done, outcome, &mut remaining, &mut errors, &mut outcomes);
                     }
                 }
             }
         }
-        let sent = channel
-            .basic_publish(
-                message.exchange.as_str().into(),
-                message.routing_key.as_str().into(),
-                BasicPublishOptions {
-                    mandatory: message.exchange == tasks_exchange,
-                    ..BasicPublishOptions::default()
-                },
-                message.body.as_bytes(),
-                message_properties(headers(message)),
-            )
-            .await;
-        match sent {
-            Ok(confirm) => confirms.push(async move {
-                let outcome = match confirm.await {
-                    Ok(confirmation) => {
-                        check_confirmation(confirmation, &message.exchange, &message.routing_key)
-                    }
-                    Err(error) => Err(BusError::from(error)),
-                };
-                (message, outcome)
-            }),
-            Err(error) => {
-                outcomes.failed.push(message.id);
-                outcomes.broker_error = Some(BusError::from(error));
+        for (sent_so_far, (routing_key, body)) in row.messages.iter().enumerate() {
+            let sent = channel
+                .basic_publish(
+                    message.exchange.as_str().into(),
+                    routing_key.as_str().into(),
+                    BasicPublishOptions {
+                        mandatory: message.exchange == tasks_exchange,
+                        ..BasicPublishOptions::default()
+                    },
+                    body.as_bytes(),
+                    message_properties(headers(message)),
+                )
+                .await;
+            match sent {
+                Ok(confirm) => confirms.push(async move {
+                    let outcome = match confirm.await {
+                        Ok(confirmation) => {
+                            check_confirmation(confirmation, &message.exchange, routing_key)
+                        }
+                        Err(error) => Err(BusError::from(error)),
+                    };
+                    (index, outcome)
+                }),
+                Err(error) => {
+                    // The row fails as a whole; its unsent messages will not be confirmed.
+                    errors[index].get_or_insert(BusError::from(error.clone()));
+                    outcomes.broker_error = Some(BusError::from(error));
+                    let unsent = row.messages.len() - sent_so_far;
+                    remaining[index] = remaining[index].saturating_sub(unsent - 1);
+                    settle(index, Ok(()), &mut remaining, &mut errors, &mut outcomes);
+                    break;
+                }
             }
         }
     }
     while let Some((done, outcome)) = confirms.next().await {
-        outcomes.record(claimed_at, done, outcome);
+        settle(done, outcome, &mut remaining, &mut errors, &mut outcomes);
     }
     (outcomes.published, outcomes.failed, outcomes.broker_error)
 }

@@ -26,6 +26,29 @@ pub struct OutboxMessage {
     pub wait_seconds: f64,
     /// The database's clock at the claim (so publish times can be stated on that clock).
     pub claimed_at: jiff_sqlx::Timestamp,
+    /// Whether the body is an array of `{"k": routing key, "b": body}` messages.
+    pub batched: bool,
+}
+
+/// One message of a batched row.
+#[derive(serde::Deserialize)]
+struct BatchedMessage {
+    k: String,
+    b: Box<serde_json::value::RawValue>,
+}
+
+impl OutboxMessage {
+    /// The messages this row publishes, as (routing key, body): one, or a batched row's many.
+    pub fn messages(&self) -> Result<Vec<(String, String)>, serde_json::Error> {
+        if !self.batched {
+            return Ok(vec![(self.routing_key.clone(), self.body.clone())]);
+        }
+        let batch: Vec<BatchedMessage> = serde_json::from_str(&self.body)?;
+        Ok(batch
+            .into_iter()
+            .map(|m| (m.k, m.b.get().to_string()))
+            .collect())
+    }
 }
 
 /// Claims up to `limit` unsent rows due within `ahead`, earliest first, for `lease`, skipping
@@ -51,7 +74,7 @@ pub async fn claim_due(
         WHERE o.id = due.id
         RETURNING o.id, o.exchange, o.routing_key, o.body::text AS body, o.headers,
                   greatest(EXTRACT(EPOCH FROM o.publish_at - now())::float8, 0) AS wait_seconds,
-                  now() AS claimed_at
+                  now() AS claimed_at, o.batched
         "#,
     )
     .bind(limit)

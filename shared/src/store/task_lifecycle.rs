@@ -201,8 +201,12 @@ pub async fn submit_many(
             ON CONFLICT (id) DO NOTHING
             RETURNING id
         ), message AS (
-            INSERT INTO outbox (exchange, routing_key, body)
-            SELECT $18, new.worker_group, new.body FROM new JOIN task USING (id)
+            -- every task message of the batch in one (batched) outbox row
+            INSERT INTO outbox (exchange, routing_key, body, batched)
+            SELECT $18, '', jsonb_agg(jsonb_build_object('k', new.worker_group, 'b', new.body)),
+                   true
+            FROM new JOIN task USING (id)
+            HAVING count(*) > 0
         )
         SELECT id FROM task
         "#,
@@ -371,10 +375,14 @@ pub async fn finish_attempts(
             WHERE triggers.job_id = done.job_id AND triggers.state = 'blocked'
               AND done.status <> 'retrying'
         ), event AS (
-            INSERT INTO outbox (exchange, routing_key, body)
-            SELECT $10, 'task.' || status || '.' || worker_group,
-                   task_event(id, attempt, status, worker_group, job_id, data_time, reason, at)
+            -- every event of the batch in one (batched) outbox row
+            INSERT INTO outbox (exchange, routing_key, body, batched)
+            SELECT $10, '', jsonb_agg(jsonb_build_object(
+                       'k', 'task.' || status || '.' || worker_group,
+                       'b', task_event(id, attempt, status, worker_group, job_id, data_time,
+                                       reason, at))), true
             FROM done
+            HAVING count(*) > 0
         )
         SELECT id, attempt FROM done
         "#,

@@ -185,7 +185,9 @@ pub async fn list(
         // The status is written into the statement (it is one of seven fixed words) so the
         // planner can match the partial indexes on status, which a parameter would hide.
         Some(status) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            concat!(select_tasks!("WHERE t.status = '{}' ORDER BY t.id DESC LIMIT $1")),
+            concat!(select_tasks!(
+                "WHERE t.status = '{}' ORDER BY t.id DESC LIMIT $1"
+            )),
             status.as_str()
         )))
         .bind(limit),
