@@ -1,7 +1,8 @@
-//! `chime bench fire --triggers N --schedulers K`: N one-shot triggers made due at one instant
-//! while K scheduler instances sit idle; fires per second from that instant until every task is
-//! published (confirmed by the broker), by the database's clock. Nothing is acquired ahead of the
-//! instant, so the lookahead window does not flatter the figure.
+//! `chime bench fire --triggers N --schedulers K [--idle-triggers M]`: N one-shot triggers made due
+//! at one instant while K scheduler instances sit idle; fires per second from that instant until
+//! every task is published (confirmed by the broker), by the database's clock. Nothing is acquired
+//! ahead of the instant, so the lookahead window does not flatter the figure. With M idle triggers
+//! (due in a year) in the store beside them, it is DESIGN section 9's scale benchmark.
 
 use std::time::Duration;
 
@@ -18,14 +19,17 @@ pub struct Figures {
     pub schedulers: usize,
     /// Seconds from the due instant to the last publish.
     pub seconds: f64,
+    /// Idle triggers in the store beside them.
+    pub idle: i64,
 }
 
 impl Figures {
     /// The machine-readable line.
     pub fn line(&self) -> String {
         format!(
-            "bench fire triggers={} schedulers={} fires_per_s={:.0} seconds={:.3}",
+            "bench fire triggers={} idle_triggers={} schedulers={} fires_per_s={:.0} seconds={:.3}",
             self.triggers,
+            self.idle,
             self.schedulers,
             self.triggers as f64 / self.seconds.max(1e-9),
             self.seconds
@@ -35,9 +39,32 @@ impl Figures {
 
 /// Runs the benchmark in its own database (`<database>_bench_fire`) and AMQP prefix, which it
 /// drops and recreates.
-pub async fn run(settings: &Settings, triggers: i64, schedulers: usize) -> BenchResult<Figures> {
+pub async fn run(
+    settings: &Settings,
+    triggers: i64,
+    schedulers: usize,
+    idle: i64,
+) -> BenchResult<Figures> {
     let mut installation = Installation::create(settings, "fire").await?;
     let store = installation.store.clone();
+    if idle > 0 {
+        // A year away, on their own job: never due during the run, always in the index.
+        sqlx::query(
+            r#"
+            WITH job AS (
+                INSERT INTO jobs (name, kind) VALUES ('idle', 'noop') RETURNING id
+            ), later AS (SELECT now() + interval '365 days' AS at)
+            INSERT INTO triggers (name, job_id, schedule, start_time, next_fire_time)
+            SELECT 'idle' || n, job.id,
+                   jsonb_build_object('kind', 'simple', 'interval_ms', 0, 'repeat_count', 0),
+                   later.at, later.at
+            FROM job, later, generate_series(1, $1) n
+            "#,
+        )
+        .bind(idle)
+        .execute(store.pool())
+        .await?;
+    }
     // Far in the future at first: the instances start idle.
     sqlx::query(
         r#"
@@ -65,6 +92,7 @@ pub async fn run(settings: &Settings, triggers: i64, schedulers: usize) -> Bench
         "WITH moved AS (
              UPDATE triggers SET next_fire_time = now(), start_time = now(),
                     schedule = schedule || jsonb_build_object('start_time', to_jsonb(now()))
+             WHERE name LIKE 't%'
              RETURNING 1)
          SELECT EXTRACT(EPOCH FROM now())::float8 FROM moved LIMIT 1",
     )
@@ -88,5 +116,6 @@ pub async fn run(settings: &Settings, triggers: i64, schedulers: usize) -> Bench
         triggers,
         schedulers,
         seconds: last_published - due,
+        idle,
     })
 }

@@ -151,6 +151,9 @@ enum BenchCommand {
         /// How many scheduler instances.
         #[arg(long, default_value_t = 1)]
         schedulers: usize,
+        /// Idle triggers (due in a year) in the store beside them: the scale benchmark.
+        #[arg(long, default_value_t = 0)]
+        idle_triggers: i64,
     },
     /// Fires at known times: lateness p50/p99/max of publish versus scheduled time.
     Lag {
@@ -377,10 +380,23 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCommand::Fire {
             triggers,
             schedulers,
+            idle_triggers,
         }) => {
-            let figures = chime_bench::fire::run(&settings(global, None)?, triggers, schedulers)
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if triggers < 1 || schedulers == 0 || idle_triggers < 0 {
+                return Err(BadInput(
+                    "--triggers and --schedulers must be at least 1, --idle-triggers 0 or more"
+                        .into(),
+                )
+                .into());
+            }
+            let figures = chime_bench::fire::run(
+                &settings(global, None)?,
+                triggers,
+                schedulers,
+                idle_triggers,
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", figures.line());
             Ok(())
         }
