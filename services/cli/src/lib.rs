@@ -329,12 +329,13 @@ async fn run(cli: Cli) -> Result<()> {
             )
         };
     }
-    // lapin logs an error when a channel closes with its connection at shutdown; real connection
-    // losses are logged by chime's own supervisor.
+    // lapin logs errors for benign events (a channel closing with its connection at shutdown, a
+    // socket write that would block); real connection losses are logged by chime's own
+    // supervisor.
     chime_core::telemetry::init_logging(if serving {
-        "info,lapin::channels=off"
+        "info,lapin::channels=off,lapin::io_loop=off"
     } else {
-        "warn,lapin::channels=off"
+        "warn,lapin::channels=off,lapin::io_loop=off"
     });
     match cli.command {
         Command::Up(ref args) => {
