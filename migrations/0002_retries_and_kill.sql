@@ -4,17 +4,18 @@
 -- How long retry number `retry` (1 for the first retry) of a budget waits: `interval_ms` with the
 -- task's backoff, `{"kind":"fixed"}` or
 -- `{"kind":"exponential","factor":2.0,"max_interval_ms":600000,"jitter":0.1}`:
--- interval × factor^(retry-1), capped, then ± jitter × that (never below zero).
+-- interval × factor^(retry-1), capped, then ± jitter × that (never below zero). Whatever the
+-- numbers, no retry waits more than 30 days (so the arithmetic cannot overflow a timestamp).
 CREATE FUNCTION retry_delay(backoff jsonb, interval_ms bigint, retry integer)
 RETURNS interval LANGUAGE sql VOLATILE AS $$
-    SELECT make_interval(secs => greatest(0.0, CASE
+    SELECT make_interval(secs => least(2592000000.0, greatest(0.0, CASE
         WHEN backoff->>'kind' = 'exponential' THEN
             least(interval_ms * power(coalesce((backoff->>'factor')::float8, 2.0),
-                                      greatest(retry - 1, 0)),
+                                      least(greatest(retry - 1, 0), 200)),
                   coalesce((backoff->>'max_interval_ms')::float8, 600000.0))
             * (1.0 + coalesce((backoff->>'jitter')::float8, 0.1) * (2.0 * random() - 1.0))
         ELSE interval_ms::float8
-    END) / 1000.0)
+    END)) / 1000.0)
 $$;
 
 -- Whether an attempt that ended with `outcome` leaves its task a retry: a rejection spends the

@@ -90,9 +90,11 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
 }
 
 /// A redelivered message whose attempt is `running` under another worker: RabbitMQ redelivers
-/// when the consumer's channel closes, so if that worker's connection is gone (its exclusive
-/// command queue no longer exists) the attempt is lost, and is recovered now rather than when its
-/// heartbeat goes stale: re-run with `requests_recovery`, else the failed policy.
+/// when that worker's channel closed. If the worker is gone (offline, or its heartbeat stale) the
+/// attempt is recovered now: re-run with `requests_recovery`, else the failed policy. A worker
+/// whose connection merely blipped still heartbeats and keeps its attempt (a closed broker
+/// connection alone does not prove the process died), so the scheduler's periodic recovery
+/// handles the rest.
 async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
     let owner =
         workers::running_attempt_owner(&worker.store, message.task_id, message.attempt).await;
@@ -104,11 +106,6 @@ async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
             return;
         }
     };
-    let queue = worker.topology().worker_queue(&owner.to_string());
-    if worker.broker.queue_exists(&queue).await != Some(false) {
-        // Connected (or unknown): leave it to its worker, or to the heartbeat-based recovery.
-        return;
-    }
     let scope = task_lifecycle::LostScope::Attempt {
         task_id: message.task_id,
         attempt: message.attempt,

@@ -258,7 +258,14 @@ pub async fn run(
                 .is_err()
             {
                 worker.hard_stop.cancel();
-                worker.attempts.wait().await;
+                // Past this, what is left waits on a broker or database that does not answer:
+                // its deliveries come back and recovery decides.
+                if tokio::time::timeout(Duration::from_secs(10), worker.attempts.wait())
+                    .await
+                    .is_err()
+                {
+                    warn!("attempts still unrecorded at shutdown; leaving them to recovery");
+                }
             }
         }
         stop_heartbeat.cancel();

@@ -77,6 +77,15 @@ async fn ask<T>(queue: &mpsc::UnboundedSender<Request<T>>, item: T) -> Answer {
     answer.await.map_err(|_| gone())?
 }
 
+/// A batch's result: the whole statement's, or each transition's after the whole one failed.
+enum Batch {
+    Whole(Result<Vec<(Uuid, i32)>, StoreError>),
+    Singles {
+        moved: Vec<(Uuid, i32)>,
+        answers: Vec<Option<Arc<StoreError>>>,
+    },
+}
+
 /// Something a transition is about: its `(task, attempt)`.
 trait Keyed {
     fn key(&self) -> (Uuid, i32);
@@ -101,7 +110,7 @@ async fn run<T, F, Fut>(
     kind: &'static str,
     commit: F,
 ) where
-    T: Keyed,
+    T: Keyed + Clone,
     F: Fn(Vec<T>) -> Fut,
     Fut: Future<Output = Result<Vec<(Uuid, i32)>, StoreError>>,
 {
@@ -112,7 +121,41 @@ async fn run<T, F, Fut>(
         let keys: Vec<(Uuid, i32)> = items.iter().map(Keyed::key).collect();
         metrics::histogram!("chime_worker_transition_batch", "kind" => kind)
             .record(items.len() as f64);
-        match commit(items).await {
+        // A batch that fails is tried again one transition at a time, so a row the database
+        // refuses fails only its own asker, not every transition that shared its statement.
+        let singles = (items.len() > 1).then(|| items.clone());
+        let outcome = match (commit(items).await, singles) {
+            (Err(_), Some(singles)) => {
+                let mut moved = Vec::new();
+                let mut answers = Vec::with_capacity(singles.len());
+                for item in singles {
+                    match commit(vec![item]).await {
+                        Ok(done) => {
+                            moved.extend(done);
+                            answers.push(None);
+                        }
+                        Err(error) => answers.push(Some(Arc::new(error))),
+                    }
+                }
+                Batch::Singles { moved, answers }
+            }
+            (outcome, _) => Batch::Whole(outcome),
+        };
+        let outcome = match outcome {
+            Batch::Whole(outcome) => outcome,
+            Batch::Singles { moved, answers } => {
+                let mut moved: std::collections::HashSet<(Uuid, i32)> = moved.into_iter().collect();
+                for ((key, reply), failure) in keys.into_iter().zip(replies).zip(answers) {
+                    let answer = match failure {
+                        Some(error) => Err(error),
+                        None => Ok(moved.remove(&key)),
+                    };
+                    let _ = reply.send(answer);
+                }
+                continue;
+            }
+        };
+        match outcome {
             Ok(moved) => {
                 // One yes per transition made: the same attempt asked twice in one batch (a
                 // duplicate delivery) moved once, so only its first asker may go on.

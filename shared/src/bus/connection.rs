@@ -12,10 +12,7 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
-use lapin::options::QueueDeclareOptions;
-use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
-use lapin::types::FieldTable;
-use lapin::{Connection, ConnectionProperties, ErrorKind, Event};
+use lapin::{Connection, ConnectionProperties, Event};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
@@ -81,34 +78,6 @@ impl Broker {
     /// rebuilt, so a user can tell that the channels it holds are stale.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
-    }
-
-    /// Whether `queue` exists, asked with a passive declare on a throw-away channel (a missing
-    /// queue closes the channel it was asked on). None when the broker cannot say now.
-    pub async fn queue_exists(&self, queue: &str) -> Option<bool> {
-        let conn = self.current.borrow().clone()?;
-        let channel = conn.create_channel().await.ok()?;
-        let passive = QueueDeclareOptions {
-            passive: true,
-            ..QueueDeclareOptions::default()
-        };
-        match channel
-            .queue_declare(queue.into(), passive, FieldTable::default())
-            .await
-        {
-            Ok(_) => {
-                let _ = channel.close(200, "done".into()).await;
-                Some(true)
-            }
-            Err(error) => match error.kind() {
-                ErrorKind::ProtocolError(amqp)
-                    if *amqp.kind() == AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND) =>
-                {
-                    Some(false)
-                }
-                _ => None,
-            },
-        }
     }
 
     /// Waits for a connected, declared connection; None once `shutdown` is cancelled.

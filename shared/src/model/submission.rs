@@ -33,12 +33,25 @@ pub enum Backoff {
     },
 }
 
+/// The longest a retry may wait: 30 days.
+pub const MAX_INTERVAL_MS: u64 = 30 * 24 * 60 * 60 * 1000;
+
 impl Backoff {
     /// Checks the numbers: factor at least 1, jitter between 0 and 1.
     pub fn validate(&self) -> Result<(), SubmissionError> {
         match *self {
             Self::Fixed => Ok(()),
-            Self::Exponential { factor, jitter, .. } => {
+            Self::Exponential {
+                factor,
+                jitter,
+                max_interval_ms,
+            } => {
+                if max_interval_ms > MAX_INTERVAL_MS {
+                    return Err(SubmissionError::OutOfRange {
+                        field: "backoff.max_interval_ms",
+                        expected: "at most 30 days (2592000000)",
+                    });
+                }
                 if !(factor.is_finite() && factor >= 1.0) {
                     return Err(SubmissionError::OutOfRange {
                         field: "backoff.factor",

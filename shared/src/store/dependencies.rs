@@ -504,14 +504,20 @@ async fn expected_runs(
         .unwrap_or(until);
     let mut times = std::collections::BTreeSet::new();
     for trigger in triggers {
-        // A window before the trigger was created (a backfill's) counts the runs its schedule
-        // would have made then.
-        let start = trigger.start_time.to_jiff().min(from);
+        // A window wholly before the trigger was created (a backfill's) counts the runs its
+        // schedule would have made then; otherwise only runs from its start count.
+        let created = trigger.start_time.to_jiff();
+        let start = if until <= created { from } else { created };
         let Ok(schedule) = Schedule::compile(&trigger.schedule.0, start) else {
             continue;
         };
         let calendar = trigger.calendar.and_then(|c| Calendar::compile(&c.0).ok());
-        for fire in schedule.fire_times_between(calendar.as_ref(), from, last, MAX_EXPECTED_RUNS) {
+        let fires = schedule.fire_times_between(calendar.as_ref(), from, last, MAX_EXPECTED_RUNS);
+        if fires.len() >= MAX_EXPECTED_RUNS {
+            // Too many to list: fall back to the runs that exist.
+            return Ok(None);
+        }
+        for fire in fires {
             times.insert(data_time_of(upstream.data_time_period.as_deref(), fire));
         }
     }

@@ -182,7 +182,8 @@ pub async fn submit_many(
     let inserted: Vec<Uuid> = sqlx::query_scalar(
         r#"
         WITH new AS (
-            SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[],
+            -- a client-chosen id given twice in one batch makes one task and one message
+            SELECT DISTINCT ON (id) * FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[],
                                  $6::int[], $7::bigint[], $8::int[], $9::bigint[], $10::jsonb[],
                                  $11::bigint[], $12::bool[], $13::timestamptz[], $14::jsonb[],
                                  $15::text[], $16::text[], $17::jsonb[])
@@ -240,6 +241,21 @@ pub async fn submit_many(
             created: inserted.contains(&id),
         })
         .collect())
+}
+
+/// The longest Retry-After honoured: a day.
+const MAX_RETRY_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// A result PostgreSQL's jsonb can hold: a NUL in a task's output or error (which a process may
+/// print) becomes U+FFFD instead of failing the statement.
+fn storable(mut result: TaskResult) -> TaskResult {
+    if result.output.contains('\0') {
+        result.output = result.output.replace('\0', "\u{FFFD}");
+    }
+    if let Some(error) = result.error.as_mut().filter(|e| e.contains('\0')) {
+        *error = error.replace('\0', "\u{FFFD}");
+    }
+    result
 }
 
 /// `ready → running` for exactly these attempts, recording the worker and opening each attempt's
@@ -319,9 +335,11 @@ pub async fn finish_attempts(
         attempts.push(f.attempt);
         outcomes.push(f.end.outcome().as_str());
         reasons.push(reason);
-        retry_after_ms
-            .push(retry_after.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
-        results.push(result);
+        // A server's Retry-After is honoured up to a day.
+        retry_after_ms.push(retry_after.map_or(0, |d| {
+            i64::try_from(d.as_millis()).map_or(MAX_RETRY_AFTER_MS, |ms| ms.min(MAX_RETRY_AFTER_MS))
+        }));
+        results.push(storable(result));
     }
     let exit_codes: Vec<Option<i32>> = results.iter().map(|r| r.exit_code).collect();
     let errors: Vec<Option<&str>> = results.iter().map(|r| r.error.as_deref()).collect();
@@ -337,7 +355,10 @@ pub async fn finish_attempts(
             -- re-checked on the row's latest version if a kill or recovery got there first; the
             -- budgets are read from that same version.
             UPDATE tasks t SET
+                -- a kill asked for while the attempt ran wins over a retry
                 status = CASE
+                    WHEN t.kill_requested_at IS NOT NULL AND e.outcome <> 'succeeded'
+                        THEN 'killed'
                     WHEN retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
                                       t.failed_retries) THEN 'retrying'
                     WHEN e.outcome = 'rejected' THEN 'failed'
@@ -345,6 +366,7 @@ pub async fn finish_attempts(
                 rejects = t.rejects + (e.outcome = 'rejected')::int,
                 failures = t.failures + (e.outcome = 'failed')::int,
                 next_attempt_at = CASE
+                    WHEN t.kill_requested_at IS NOT NULL THEN NULL
                     WHEN NOT retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
                                           t.failed_retries) THEN NULL
                     WHEN e.outcome = 'rejected' THEN now() + greatest(
@@ -353,15 +375,18 @@ pub async fn finish_attempts(
                     ELSE now() + retry_delay(t.backoff, t.failed_interval_ms, t.failures + 1)
                     END,
                 finished_at = CASE
-                    WHEN retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
-                                      t.failed_retries) THEN NULL
+                    WHEN t.kill_requested_at IS NULL
+                         AND retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
+                                          t.failed_retries) THEN NULL
                     ELSE now() END,
-                reason = e.reason, result = e.result
+                reason = CASE WHEN t.kill_requested_at IS NOT NULL AND e.outcome <> 'succeeded'
+                              THEN 'killed' ELSE e.reason END,
+                result = e.result
             FROM ends e
             WHERE t.id = e.id AND t.attempt = e.attempt AND t.status = 'running'
               AND t.worker_id = $9
             RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time, e.outcome,
-                      e.reason, e.exit_code, e.error, now() AS at
+                      t.reason, e.exit_code, e.error, now() AS at
         ), attempt AS (
             UPDATE task_attempts a
             SET outcome = done.outcome, finished_at = done.at, exit_code = done.exit_code,
@@ -694,8 +719,8 @@ pub enum LostScope {
         /// The most to recover in one call.
         limit: i64,
     },
-    /// Only this attempt, known to be lost: a redelivered message found it running under a worker
-    /// whose broker connection is gone (its exclusive command queue no longer exists).
+    /// Only this attempt (a redelivered message found it running under another worker), if that
+    /// worker is gone by the same test as [`LostScope::All`].
     Attempt {
         /// The task.
         task_id: Uuid,
@@ -754,10 +779,9 @@ pub async fn recover_lost_attempts(
                 WHEN t.failures < t.failed_retries THEN 'retrying'
                 ELSE 'failed' END AS next_status
             FROM tasks t JOIN workers w ON w.id = t.worker_id
-            WHERE t.status = 'running' AND CASE
-                WHEN $3::uuid IS NULL THEN
-                    w.status = 'offline' OR w.last_heartbeat < now() - make_interval(secs => $1)
-                ELSE t.id = $3 AND t.attempt = $4 AND t.worker_id = $6 END
+            WHERE t.status = 'running'
+              AND (w.status = 'offline' OR w.last_heartbeat < now() - make_interval(secs => $1))
+              AND ($3::uuid IS NULL OR (t.id = $3 AND t.attempt = $4 AND t.worker_id = $6))
             ORDER BY t.started_at
             LIMIT $2
             FOR UPDATE OF t SKIP LOCKED
@@ -966,10 +990,7 @@ pub async fn advance_dependent(
         r#"
         UPDATE tasks SET status = $3, ready_at = CASE WHEN $3 = 'ready' THEN now() END,
                finished_at = CASE WHEN $3 = 'failed' THEN now() END, reason = $4
-        WHERE id = (SELECT id FROM tasks
-                    WHERE job_id = $1 AND data_time = $2 AND status = 'waiting'
-                      AND backfill_id IS NULL
-                    ORDER BY id LIMIT 1 FOR UPDATE)
+        WHERE job_id = $1 AND data_time = $2 AND status = 'waiting' AND backfill_id IS NULL
         RETURNING id, attempt, kind, spec, worker_group, data, data_time, timeout_ms, execute_user
         "#,
     )
@@ -980,9 +1001,11 @@ pub async fn advance_dependent(
     .fetch_all(&mut *tx)
     .await
     .context("advancing the waiting task")?;
-    let task = match moved.into_iter().next() {
-        Some(task) => task,
-        None => {
+    // Every waiting task of the job for D moves (a job whose trigger fires more often than its
+    // data-time period has several).
+    let tasks: Vec<MessageParts> = match moved.is_empty() {
+        false => moved,
+        true => {
             // No waiting task: create one if the job does not make its own, and no task exists.
             let backfill = lineage.map(|(id, _)| id);
             let with_downstream = lineage.is_some_and(|(_, w)| w);
@@ -1018,15 +1041,17 @@ pub async fn advance_dependent(
             .await
             .context("creating the downstream task")?;
             match created {
-                Some(task) => task,
+                Some(task) => vec![task],
                 // Leave no advance record: the job's own trigger will make the task later.
                 None => return Ok(Advanced::NothingToMove),
             }
         }
     };
+    let ids: Vec<Uuid> = tasks.iter().map(|t| t.id).collect();
     match outcome {
         DependencyOutcome::Met => {
-            enqueue_task_messages(&mut tx, topology, &[task.message(task.attempt)]).await?;
+            let messages: Vec<TaskMessage> = tasks.iter().map(|t| t.message(t.attempt)).collect();
+            enqueue_task_messages(&mut tx, topology, &messages).await?;
         }
         DependencyOutcome::UpstreamFailed => {
             sqlx::query(
@@ -1034,15 +1059,16 @@ pub async fn advance_dependent(
                    SELECT $1, 'task.failed.' || worker_group,
                           task_event(id, attempt, 'failed', worker_group, job_id, data_time,
                                      'upstream_failed', now())
-                   FROM tasks WHERE id = $2"#,
+                   FROM tasks WHERE id = ANY($2)"#,
             )
             .bind(topology.events_exchange())
-            .bind(task.id)
+            .bind(&ids)
             .execute(&mut *tx)
             .await
-            .context("writing the failure's event")?;
+            .context("writing the failures' events")?;
         }
     }
+    let task = &tasks[0];
     sqlx::query("UPDATE dependency_advances SET task_id = $3 WHERE job_id = $1 AND data_time = $2")
         .bind(job_id)
         .bind(jiff_sqlx::Timestamp::from(data_time))
@@ -1173,11 +1199,17 @@ async fn promote_backfill_in(
     topology: &Topology,
     backfill_id: i64,
 ) -> Result<usize, StoreError> {
-    // The backfill's row lock serialises promoters, so the parallelism holds.
+    // The backfill's row lock serialises promoters, so the parallelism holds; it is taken in a
+    // statement of its own so that the count below sees what an earlier promoter committed.
+    sqlx::query("SELECT 1 FROM backfills WHERE id = $1 FOR UPDATE")
+        .bind(backfill_id)
+        .execute(&mut *tx)
+        .await
+        .context("locking the backfill")?;
     let promoted: Vec<MessageParts> = sqlx::query_as(
         r#"
         WITH backfill AS (
-            SELECT id, job_id, parallelism FROM backfills WHERE id = $1 FOR UPDATE
+            SELECT id, job_id, parallelism FROM backfills WHERE id = $1
         ), active AS (
             SELECT count(*) AS n FROM tasks t, backfill b
             WHERE t.backfill_id = b.id AND t.job_id = b.job_id
@@ -1189,7 +1221,7 @@ async fn promote_backfill_in(
             LIMIT greatest(0, (SELECT parallelism FROM backfill) - (SELECT n FROM active))
         )
         UPDATE tasks t SET status = 'ready', ready_at = now()
-        FROM next WHERE t.id = next.id
+        FROM next WHERE t.id = next.id AND t.status = 'waiting'
         RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
                   t.timeout_ms, t.execute_user
         "#,

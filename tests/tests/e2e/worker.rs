@@ -437,3 +437,17 @@ async fn one_attempt_asked_to_start_twice_in_one_batch_starts_once() -> Result<(
     );
     env.cleanup().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_with_a_nul_byte_is_recorded() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    // PostgreSQL's jsonb cannot hold NUL: it is stored as U+FFFD, and the task still ends.
+    let id = env
+        .submit(&["--kind", "shell", "--script", r"printf 'a\000b'"])
+        .await?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(task.result.map(|r| r.output), Some("a\u{FFFD}b".into()));
+    env.cleanup().await
+}
