@@ -48,39 +48,11 @@ pub async fn run(
     let mut installation = Installation::create(settings, "fire").await?;
     let store = installation.store.clone();
     if idle > 0 {
-        // A year away, on their own job: never due during the run, always in the index.
-        sqlx::query(
-            r#"
-            WITH job AS (
-                INSERT INTO jobs (name, kind) VALUES ('idle', 'noop') RETURNING id
-            ), later AS (SELECT now() + interval '365 days' AS at)
-            INSERT INTO triggers (name, job_id, schedule, start_time, next_fire_time)
-            SELECT 'idle' || n, job.id,
-                   jsonb_build_object('kind', 'simple', 'interval_ms', 0, 'repeat_count', 0),
-                   later.at, later.at
-            FROM job, later, generate_series(1, $1) n
-            "#,
-        )
-        .bind(idle)
-        .execute(store.pool())
-        .await?;
+        // A year away: never due during the run, always in the index.
+        one_shot_triggers(&store, "idle", idle, 365).await?;
     }
     // Far in the future at first: the instances start idle.
-    sqlx::query(
-        r#"
-        WITH job AS (
-            INSERT INTO jobs (name, kind) VALUES ('bench', 'noop') RETURNING id
-        ), later AS (SELECT now() + interval '1 day' AS at)
-        INSERT INTO triggers (name, job_id, schedule, start_time, next_fire_time)
-        SELECT 't' || n, job.id,
-               jsonb_build_object('kind', 'simple', 'interval_ms', 0, 'repeat_count', 0),
-               later.at, later.at
-        FROM job, later, generate_series(1, $1) n
-        "#,
-    )
-    .bind(triggers)
-    .execute(store.pool())
-    .await?;
+    one_shot_triggers(&store, "t", triggers, 1).await?;
     sqlx::query("VACUUM ANALYZE triggers")
         .execute(store.pool())
         .await?;
@@ -118,4 +90,32 @@ pub async fn run(
         seconds: last_published - due,
         idle,
     })
+}
+
+/// `count` one-shot triggers named `<prefix><n>` on a new noop job named `prefix`, due in
+/// `days` days.
+async fn one_shot_triggers(
+    store: &chime_core::Store,
+    prefix: &str,
+    count: i64,
+    days: i32,
+) -> BenchResult<()> {
+    sqlx::query(
+        r#"
+        WITH job AS (
+            INSERT INTO jobs (name, kind) VALUES ($1, 'noop') RETURNING id
+        ), later AS (SELECT now() + make_interval(days => $3) AS at)
+        INSERT INTO triggers (name, job_id, schedule, start_time, next_fire_time)
+        SELECT $1 || n, job.id,
+               jsonb_build_object('kind', 'simple', 'interval_ms', 0, 'repeat_count', 0),
+               later.at, later.at
+        FROM job, later, generate_series(1, $2) n
+        "#,
+    )
+    .bind(prefix)
+    .bind(count)
+    .bind(days)
+    .execute(store.pool())
+    .await?;
+    Ok(())
 }

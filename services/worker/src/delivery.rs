@@ -96,20 +96,10 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
 /// connection alone does not prove the process died), so the scheduler's periodic recovery
 /// handles the rest.
 async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
-    let owner =
-        workers::running_attempt_owner(&worker.store, message.task_id, message.attempt).await;
-    let owner = match owner {
-        Ok(Some(owner)) if owner != worker.identity.id => owner,
-        Ok(_) => return,
-        Err(error) => {
-            warn!(%error, "cannot check the redelivered attempt's worker");
-            return;
-        }
-    };
+    // The recovery statement itself checks that the attempt runs and its worker is gone.
     let scope = task_lifecycle::LostScope::Attempt {
         task_id: message.task_id,
         attempt: message.attempt,
-        worker_id: owner,
     };
     match task_lifecycle::recover_lost_attempts(
         &worker.store,
@@ -121,7 +111,7 @@ async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
     {
         Ok(0) => {}
         Ok(_) => {
-            info!(worker = %owner, "recovered the attempt of a worker that disconnected");
+            info!("recovered the attempt of a worker that is gone");
             metrics::counter!("chime_worker_attempts_recovered_total").increment(1);
         }
         Err(error) => warn!(%error, "cannot recover the attempt; the scheduler's recovery will"),

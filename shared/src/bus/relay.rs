@@ -203,9 +203,9 @@ async fn declare_groups(
             continue;
         }
         for (routing_key, _) in &row.messages {
-            if !declared.contains(routing_key) {
+            if !declared.contains(routing_key.as_ref()) {
                 topology.declare_group(channel, routing_key).await?;
-                declared.insert(routing_key.clone());
+                declared.insert(routing_key.to_string());
             }
         }
     }
@@ -215,7 +215,7 @@ async fn declare_groups(
 /// A claimed row with the messages it publishes.
 struct Expanded<'a> {
     row: &'a OutboxMessage,
-    messages: Vec<(String, String)>,
+    messages: Vec<outbox::Message<'a>>,
 }
 
 /// Expands claimed rows into their messages; a row whose batch does not parse (it cannot: the
@@ -340,7 +340,7 @@ async fn publish_batch(
             let sent = channel
                 .basic_publish(
                     message.exchange.as_str().into(),
-                    routing_key.as_str().into(),
+                    routing_key.as_ref().into(),
                     BasicPublishOptions {
                         mandatory: message.exchange == tasks_exchange,
                         ..BasicPublishOptions::default()

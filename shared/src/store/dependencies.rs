@@ -187,11 +187,7 @@ pub async fn add(
     dependency: NewDependency,
 ) -> Result<DependencyView, StoreError> {
     let upstream_group = dependency.upstream_group.as_deref().unwrap_or("default");
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(DEPENDENCY_LOCK)
         .execute(&mut *tx)

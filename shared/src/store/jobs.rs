@@ -299,11 +299,7 @@ pub async fn list(store: &Store) -> Result<Vec<JobView>, StoreError> {
 /// Deletes a job and its triggers; its tasks stay as history. A job others depend on is refused
 /// (naming them) unless `force`, which removes those dependencies too.
 pub async fn delete(store: &Store, group: &str, name: &str, force: bool) -> Result<(), StoreError> {
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     let dependents: Vec<String> = sqlx::query_scalar(
         "SELECT d.group_name || '.' || d.name
          FROM job_dependencies x JOIN jobs u ON u.id = x.depends_on_job_id

@@ -113,6 +113,11 @@ impl Store {
         Ok(())
     }
 
+    /// Starts a transaction on the pool.
+    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, StoreError> {
+        self.pool.begin().await.context("starting a transaction")
+    }
+
     /// The connection pool.
     pub fn pool(&self) -> &PgPool {
         &self.pool

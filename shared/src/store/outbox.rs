@@ -2,6 +2,7 @@
 //! them (see `bus::relay`). Rows are written by the statements that make the change; this module
 //! claims, marks and prunes them.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use sqlx::FromRow;
@@ -30,6 +31,9 @@ pub struct OutboxMessage {
     pub batched: bool,
 }
 
+/// One message to publish: (routing key, body).
+pub type Message<'a> = (Cow<'a, str>, Cow<'a, str>);
+
 /// One message of a batched row.
 #[derive(serde::Deserialize)]
 struct BatchedMessage {
@@ -38,15 +42,19 @@ struct BatchedMessage {
 }
 
 impl OutboxMessage {
-    /// The messages this row publishes, as (routing key, body): one, or a batched row's many.
-    pub fn messages(&self) -> Result<Vec<(String, String)>, serde_json::Error> {
+    /// The messages this row publishes, as (routing key, body): one (borrowed from the row), or
+    /// a batched row's many.
+    pub fn messages(&self) -> Result<Vec<Message<'_>>, serde_json::Error> {
         if !self.batched {
-            return Ok(vec![(self.routing_key.clone(), self.body.clone())]);
+            return Ok(vec![(
+                Cow::Borrowed(self.routing_key.as_str()),
+                Cow::Borrowed(self.body.as_str()),
+            )]);
         }
         let batch: Vec<BatchedMessage> = serde_json::from_str(&self.body)?;
         Ok(batch
             .into_iter()
-            .map(|m| (m.k, m.b.get().to_string()))
+            .map(|m| (Cow::Owned(m.k), Cow::Owned(m.b.get().to_string())))
             .collect())
     }
 }

@@ -676,11 +676,7 @@ pub async fn release_due_retries(
     topology: &Topology,
     limit: i64,
 ) -> Result<usize, StoreError> {
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     let released: Vec<MessageParts> = sqlx::query_as(
         r#"
         UPDATE tasks t
@@ -726,8 +722,6 @@ pub enum LostScope {
         task_id: Uuid,
         /// The attempt.
         attempt: i32,
-        /// The worker that ran it.
-        worker_id: Uuid,
     },
 }
 
@@ -749,19 +743,11 @@ pub async fn recover_lost_attempts(
         parts: MessageParts,
         status: String,
     }
-    let (only_task, only_attempt, only_worker, limit) = match scope {
-        LostScope::All { limit } => (None, None, None, limit),
-        LostScope::Attempt {
-            task_id,
-            attempt,
-            worker_id,
-        } => (Some(task_id), Some(attempt), Some(worker_id), 1),
+    let (only_task, only_attempt, limit) = match scope {
+        LostScope::All { limit } => (None, None, limit),
+        LostScope::Attempt { task_id, attempt } => (Some(task_id), Some(attempt), 1),
     };
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
         .bind(RECOVERY_LOCK)
         .fetch_one(&mut *tx)
@@ -781,7 +767,7 @@ pub async fn recover_lost_attempts(
             FROM tasks t JOIN workers w ON w.id = t.worker_id
             WHERE t.status = 'running'
               AND (w.status = 'offline' OR w.last_heartbeat < now() - make_interval(secs => $1))
-              AND ($3::uuid IS NULL OR (t.id = $3 AND t.attempt = $4 AND t.worker_id = $6))
+              AND ($3::uuid IS NULL OR (t.id = $3 AND t.attempt = $4))
             ORDER BY t.started_at
             LIMIT $2
             FOR UPDATE OF t SKIP LOCKED
@@ -826,7 +812,6 @@ pub async fn recover_lost_attempts(
     .bind(only_task)
     .bind(only_attempt)
     .bind(topology.events_exchange())
-    .bind(only_worker)
     .fetch_all(&mut *tx)
     .await
     .context("recovering lost attempts")?;
@@ -960,11 +945,7 @@ pub async fn advance_dependent(
     outcome: DependencyOutcome,
     lineage: Option<(i64, bool)>,
 ) -> Result<Advanced, StoreError> {
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     let label = match outcome {
         DependencyOutcome::Met => "ready",
         DependencyOutcome::UpstreamFailed => "failed",
@@ -1086,11 +1067,7 @@ pub async fn advance_dependent(
 /// `failed | killed | succeeded → ready` as a new attempt (`chime task rerun`): budgets start
 /// again; its success advances downstream tasks still waiting for it.
 pub async fn rerun(store: &Store, topology: &Topology, task_id: Uuid) -> Result<(), StoreError> {
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     let current: Option<String> =
         sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1 FOR UPDATE")
             .bind(task_id)
@@ -1132,11 +1109,7 @@ pub async fn create_backfill(
     with_downstream: bool,
     data_times: &[jiff::Timestamp],
 ) -> Result<i64, StoreError> {
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO backfills (job_id, from_time, to_time, parallelism, with_downstream)
          VALUES ($1, $2, $3, $4, $5) RETURNING id",
@@ -1184,11 +1157,7 @@ pub async fn promote_backfill(
     topology: &Topology,
     backfill_id: i64,
 ) -> Result<usize, StoreError> {
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     let promoted = promote_backfill_in(&mut tx, topology, backfill_id).await?;
     tx.commit().await.context("committing the promotion")?;
     Ok(promoted)

@@ -248,11 +248,7 @@ async fn prepare(
 /// Creates a trigger with its first fire time, after checking its job, calendar, schedule and
 /// misfire policy; wakes the schedulers. Nothing is written when any check fails.
 pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, StoreError> {
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     let Prepared {
         group,
         job_id,
@@ -313,11 +309,7 @@ pub async fn update(
         name: name.to_string(),
         ..trigger
     };
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     let prepared = prepare(&mut tx, &trigger).await?;
     let updated = sqlx::query(
         "UPDATE triggers SET job_id = $3, description = $4, schedule = $5, calendar_name = $6,
@@ -410,11 +402,7 @@ pub async fn resume(store: &Store, target: Target<'_>) -> Result<u64, StoreError
 }
 
 async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u64, StoreError> {
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .context("starting a transaction")?;
+    let mut tx = store.begin().await?;
     // Which triggers, and the record of the pause for groups and jobs.
     let (filter, a, b) = match target {
         Target::Trigger(group, name) => ("t.group_name = $2 AND t.name = $3", group, name),

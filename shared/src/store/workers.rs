@@ -123,23 +123,6 @@ pub async fn mark_disconnected(store: &Store, stale_after: Duration) -> Result<u
     Ok(changed.rows_affected())
 }
 
-/// The worker running `attempt` of a task, if it is running.
-pub async fn running_attempt_owner(
-    store: &Store,
-    task_id: Uuid,
-    attempt: i32,
-) -> Result<Option<Uuid>, StoreError> {
-    let owner: Option<Option<Uuid>> = sqlx::query_scalar(
-        "SELECT worker_id FROM tasks WHERE id = $1 AND attempt = $2 AND status = 'running'",
-    )
-    .bind(task_id)
-    .bind(attempt)
-    .fetch_optional(store.pool())
-    .await
-    .context("reading the task's worker")?;
-    Ok(owner.flatten())
-}
-
 /// Moves the worker to `draining` or `offline`.
 pub async fn set_status(store: &Store, id: Uuid, status: &str) -> Result<(), StoreError> {
     sqlx::query(
