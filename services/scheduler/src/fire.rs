@@ -134,6 +134,7 @@ pub async fn fire_due(
     .fetch_all(&mut *tx)
     .await
     .context("acquiring due triggers")?;
+    let mut due = due;
     let mut round = Round {
         acquired: due.len(),
         ..Round::default()
@@ -142,6 +143,7 @@ pub async fn fire_due(
         tx.commit().await.context("committing")?;
         return Ok(round);
     }
+    mark_busy_jobs(&mut tx, &mut due).await?;
     let horizon = now + SignedDuration::try_from(settings.lookahead).unwrap_or_default();
     let threshold = SignedDuration::try_from(settings.misfire_threshold).unwrap_or_default();
     let mut fires = Vec::new();
@@ -177,6 +179,64 @@ pub async fn fire_due(
     advance_triggers(&mut tx, &advances).await?;
     tx.commit().await.context("committing fires")?;
     Ok(round)
+}
+
+/// Non-concurrent jobs are decided under their job's row lock: the busy flag read with the due
+/// triggers comes from a snapshot taken before another instance (holding other triggers of the
+/// same job, which `SKIP LOCKED` hid from this one) committed its fire. Locking the jobs, in id
+/// order so instances cannot deadlock, and reading their live tasks in a statement after the lock
+/// sees every fire committed before, and holds off every fire after, this round's commit.
+async fn mark_busy_jobs(
+    tx: &mut sqlx::PgConnection,
+    due: &mut [DueTrigger],
+) -> Result<(), StoreError> {
+    let mut jobs: Vec<i64> = due
+        .iter()
+        .filter(|t| !t.concurrent)
+        .map(|t| t.job_id)
+        .collect();
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    jobs.sort_unstable();
+    jobs.dedup();
+    sqlx::query("SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE")
+        .bind(&jobs)
+        .execute(&mut *tx)
+        .await
+        .context("locking non-concurrent jobs")?;
+    let busy: HashSet<i64> = sqlx::query_scalar(
+        "SELECT DISTINCT job_id FROM tasks
+         WHERE job_id = ANY($1) AND status IN ('ready', 'running', 'retrying')",
+    )
+    .bind(&jobs)
+    .fetch_all(&mut *tx)
+    .await
+    .context("reading the live tasks of non-concurrent jobs")?
+    .into_iter()
+    .collect();
+    for trigger in due.iter_mut().filter(|t| !t.concurrent) {
+        trigger.job_busy = busy.contains(&trigger.job_id);
+    }
+    Ok(())
+}
+
+/// `blocked → waiting` for triggers whose job has no live task any more. A worker ending a task
+/// unblocks its job's triggers in the same statement, but a trigger blocked by a round that read
+/// the job as busy just before that task ended is written `blocked` after the worker looked: this
+/// pass, run every round, lets no trigger stay blocked beside a free job. Returns how many moved.
+pub async fn unblock_free_triggers(store: &Store) -> Result<u64, StoreError> {
+    let moved = sqlx::query(
+        "UPDATE triggers t SET state = 'waiting', updated_at = now()
+         WHERE t.state = 'blocked'
+           AND NOT EXISTS (SELECT 1 FROM tasks x
+                           WHERE x.job_id = t.job_id
+                             AND x.status IN ('ready', 'running', 'retrying'))",
+    )
+    .execute(store.pool())
+    .await
+    .context("unblocking triggers of free jobs")?;
+    Ok(moved.rows_affected())
 }
 
 /// Decides one trigger's fires this round and its state after them.

@@ -152,6 +152,14 @@ async fn firing_loop(
             }
             Err(error) => warn!(%error, "recovering lost attempts failed"),
         }
+        match fire::unblock_free_triggers(store).await {
+            Ok(0) => {}
+            Ok(unblocked) => {
+                debug!(unblocked, "unblocked triggers of jobs that are free again");
+                metrics::counter!("chime_scheduler_triggers_unblocked_total").increment(unblocked);
+            }
+            Err(error) => warn!(%error, "unblocking triggers failed"),
+        }
         match fire::fire_due(store, topology, instance_id, &settings.firing).await {
             Ok(round) => {
                 metrics::counter!("chime_scheduler_fires_total").increment(round.fired);

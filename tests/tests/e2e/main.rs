@@ -4,6 +4,7 @@
 mod adhoc;
 mod bad_input;
 mod dependencies;
+mod faults;
 mod firing;
 mod firing_rules;
 mod outbox;
