@@ -88,6 +88,9 @@ pub struct SchedulerConfig {
     pub batch: i64,
     /// How often an instance checks in; one silent for twice this long is dead.
     pub checkin_interval_ms: u64,
+    /// A `ready` task no worker has started for this long, in a group whose queue is empty, has
+    /// its message published again (it was lost on the bus).
+    pub republish_after_ms: u64,
 }
 
 /// Settings of a worker process.
@@ -163,6 +166,7 @@ impl Settings {
             .set_default("scheduler.lookahead_ms", 1500)?
             .set_default("scheduler.batch", 1000)?
             .set_default("scheduler.checkin_interval_ms", 2000)?
+            .set_default("scheduler.republish_after_ms", 60000)?
             .add_source(
                 config::File::from(file)
                     .format(config::FileFormat::Toml)

@@ -70,6 +70,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(routes::tasks::get_task))
         .routes(routes!(routes::tasks::kill_task))
         .routes(routes!(routes::workers::list_workers))
+        .routes(routes!(routes::workers::drain_worker))
         .routes(routes!(routes::workers::list_kind_routes))
         .routes(routes!(
             routes::workers::set_kind_route,

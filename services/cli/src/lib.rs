@@ -58,8 +58,8 @@ enum Command {
     Up(ServeArgs),
     /// Runs the REST API and dashboard.
     Api(ServeArgs),
-    /// Runs a worker.
-    Worker(ServeArgs),
+    /// Runs a worker (`chime worker drain ID` asks a running one to drain).
+    Worker(WorkerArgs),
     /// Runs a scheduler instance (trigger firing); run as many as you like.
     Scheduler(ServeArgs),
     /// Runs a dependency service (advances downstream jobs, backfills); run as many as you like.
@@ -124,6 +124,25 @@ enum RouteCommand {
     Delete {
         /// The job kind.
         kind: String,
+    },
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct WorkerArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    #[command(subcommand)]
+    action: Option<WorkerAction>,
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkerAction {
+    /// Asks a running worker to drain: it stops taking work, returns what it has not started,
+    /// finishes what runs (within its shutdown grace) and goes offline, as on SIGTERM.
+    Drain {
+        /// The worker's id (`chime workers --json`).
+        id: uuid::Uuid,
     },
 }
 
@@ -312,7 +331,7 @@ async fn run(cli: Cli) -> Result<()> {
         cli.command,
         Command::Up(_)
             | Command::Api(_)
-            | Command::Worker(_)
+            | Command::Worker(WorkerArgs { action: None, .. })
             | Command::Scheduler(_)
             | Command::Dependency(_)
             | Command::Migrate
@@ -346,9 +365,13 @@ async fn run(cli: Cli) -> Result<()> {
             let services = Services::API;
             commands::services::run(settings(global, Some(args))?, services).await
         }
+        Command::Worker(WorkerArgs {
+            action: Some(WorkerAction::Drain { id }),
+            ..
+        }) => commands::workers::drain(&client(&settings(global, None)?)?, id).await,
         Command::Worker(ref args) => {
             let services = Services::WORKER;
-            commands::services::run(settings(global, Some(args))?, services).await
+            commands::services::run(settings(global, Some(&args.serve))?, services).await
         }
         Command::Scheduler(ref args) => {
             commands::services::run(settings(global, Some(args))?, Services::SCHEDULER).await

@@ -30,7 +30,9 @@ pub async fn on_event(
         return Ok(());
     };
     match event.status {
-        TaskStatus::Waiting => advance(store, topology, job_id, data_time, None).await,
+        TaskStatus::Waiting => advance(store, topology, job_id, data_time, None)
+            .await
+            .map(drop),
         TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::Killed => {
             let lineage: Option<(Option<i64>, Option<bool>)> = sqlx::query_as(
                 "SELECT t.backfill_id, b.with_downstream
@@ -57,19 +59,19 @@ pub async fn on_event(
     }
 }
 
-async fn advance(
+pub(crate) async fn advance(
     store: &Store,
     topology: &Topology,
     job_id: i64,
     data_time: jiff::Timestamp,
     lineage: Option<(i64, bool)>,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let outcome = match dependencies::evaluate(store, job_id, data_time).await? {
         Verdict::Ready => DependencyOutcome::Met,
         Verdict::Failed { .. } => DependencyOutcome::UpstreamFailed,
         Verdict::Waiting(unmet) => {
             debug!(job_id, %data_time, waiting_on = unmet.len(), "not yet");
-            return Ok(());
+            return Ok(false);
         }
     };
     let advanced =
@@ -85,7 +87,7 @@ async fn advance(
             metrics::counter!("chime_dependency_advances_total", "outcome" => "failed")
                 .increment(1);
         }
-        Advanced::AlreadyDone | Advanced::NothingToMove => {}
+        Advanced::AlreadyDone | Advanced::NothingToMove => return Ok(false),
     }
-    Ok(())
+    Ok(true)
 }

@@ -4,9 +4,11 @@
 //! and for each one advances the downstream jobs whose upstream runs are now complete
 //! ([`advance`]), and the backfill the task belongs to. Run any number of them: each (job, data
 //! time) advances once. Events are acked after the advance commits; one that cannot be handled
-//! now goes back to the queue, one that does not parse is dead-lettered.
+//! now (the database is unreachable) is held until it can, one that does not parse is
+//! dead-lettered. [`sweep`] re-derives from the database what lost events would have done.
 
 pub mod advance;
+pub mod sweep;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +32,17 @@ const CONCURRENCY: u16 = 16;
 
 /// Runs the dependency service on `node` until `shutdown`, then finishes the events in hand.
 pub async fn run(node: &Node, shutdown: CancellationToken) {
+    let sweeper = tokio::spawn(sweep::run(
+        node.store.clone(),
+        node.broker.topology().clone(),
+        shutdown.clone(),
+    ));
+    consume(node, shutdown).await;
+    let _ = sweeper.await;
+}
+
+/// Consumes task events until `shutdown`.
+async fn consume(node: &Node, shutdown: CancellationToken) {
     let queue = node.broker.topology().dependencies_queue();
     let handling = TaskTracker::new();
     let slots = Arc::new(Semaphore::new(usize::from(CONCURRENCY)));
@@ -87,11 +100,12 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
                 let Ok(slot) = slot else {
                     break;
                 };
-                let (store, topology, channel, queue) = (
+                let (store, topology, channel, queue, stop) = (
                     node.store.clone(),
                     node.broker.topology().clone(),
                     channel.clone(),
                     queue.clone(),
+                    shutdown.clone(),
                 );
                 handling.spawn(async move {
                     let _slot = slot;
@@ -109,21 +123,34 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
                         }
                     };
                     let started = std::time::Instant::now();
-                    match advance::on_event(&store, &topology, &event).await {
-                        Ok(()) => {
-                            metrics::histogram!("chime_dependency_event_seconds")
-                                .record(started.elapsed());
-                            let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+                    // While the database is unreachable the event is held, not requeued: the
+                    // prefetch fills and the broker stops delivering, so no requeue loop spends
+                    // the queue's delivery limit. At shutdown it goes back to the queue.
+                    let mut delay = Duration::from_millis(100);
+                    loop {
+                        match advance::on_event(&store, &topology, &event).await {
+                            Ok(()) => {
+                                metrics::histogram!("chime_dependency_event_seconds")
+                                    .record(started.elapsed());
+                                let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+                                return;
+                            }
+                            Err(error) => {
+                                warn!(%error, task_id = %event.task_id, ?delay, "cannot advance now; waiting for the database");
+                            }
                         }
-                        Err(error) => {
-                            warn!(%error, task_id = %event.task_id, "cannot advance now; requeueing");
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                            let requeue = BasicNackOptions {
-                                requeue: true,
-                                ..BasicNackOptions::default()
-                            };
-                            let _ = delivery.acker.nack(requeue).await;
+                        tokio::select! {
+                            _ = stop.cancelled() => {
+                                let requeue = BasicNackOptions {
+                                    requeue: true,
+                                    ..BasicNackOptions::default()
+                                };
+                                let _ = delivery.acker.nack(requeue).await;
+                                return;
+                            }
+                            _ = tokio::time::sleep(delay) => {}
                         }
+                        delay = (delay * 2).min(Duration::from_secs(5));
                     }
                 });
             }

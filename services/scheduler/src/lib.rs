@@ -1,18 +1,21 @@
 //! chime-scheduler: the trigger-firing service. Any number of instances, no leader.
 //!
 //! - [`fire`]: where triggers are fired (one transaction per round);
+//! - [`recovery`]: where attempts of dead workers are recovered and lost task messages
+//!   re-published (the database is the truth of what must run);
 //! - this file: an instance's lifetime — register, check in, fire (and release due retries) in a
 //!   loop woken by the nearest due trigger, a NOTIFY (a trigger created or resumed) or the poll
 //!   backstop, and leave.
 
 pub mod fire;
+pub mod recovery;
 
 use std::time::Duration;
 
 use chime_core::Node;
 use chime_core::bus::Topology;
 use chime_core::node::hostname;
-use chime_core::store::{Context, Store, StoreError, notify, task_lifecycle, workers};
+use chime_core::store::{Context, Store, StoreError, notify, task_lifecycle};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 use uuid::Uuid;
@@ -28,6 +31,8 @@ pub struct SchedulerSettings {
     pub checkin_interval: Duration,
     /// The longest sleep between rounds when nothing wakes the loop.
     pub poll: Duration,
+    /// A ready task not started for this long, in a group whose queue is empty, is re-published.
+    pub republish_after: Duration,
 }
 
 impl SchedulerSettings {
@@ -40,6 +45,7 @@ impl SchedulerSettings {
                 misfire_threshold: Duration::from_millis(config.misfire_threshold_ms),
             },
             checkin_interval: Duration::from_millis(config.checkin_interval_ms),
+            republish_after: Duration::from_millis(config.republish_after_ms),
             ..Self::default()
         }
     }
@@ -55,6 +61,7 @@ impl Default for SchedulerSettings {
             },
             checkin_interval: Duration::from_secs(2),
             poll: Duration::from_secs(1),
+            republish_after: Duration::from_secs(60),
         }
     }
 }
@@ -81,6 +88,12 @@ pub async fn run(
             settings.checkin_interval,
             shutdown.clone(),
         ));
+        let recovery = tokio::spawn(recovery::run(
+            node.store.clone(),
+            node.broker.clone(),
+            settings.republish_after,
+            shutdown.clone(),
+        ));
         firing_loop(
             &node.store,
             node.topology(),
@@ -90,6 +103,7 @@ pub async fn run(
         )
         .await;
         let _ = checkins.await;
+        let _ = recovery.await;
         if let Err(error) = sqlx::query("DELETE FROM scheduler_instances WHERE instance_id = $1")
             .bind(&instance_id)
             .execute(node.store.pool())
@@ -112,7 +126,6 @@ async fn firing_loop(
     shutdown: &CancellationToken,
 ) {
     let mut listener = notify::listen(store, &store.triggers_channel()).await;
-    let mut last_recovery = std::time::Instant::now() - settings.checkin_interval;
     while !shutdown.is_cancelled() {
         let started = std::time::Instant::now();
         // Retries whose time has come go out like one-shot fires, through the outbox.
@@ -123,34 +136,6 @@ async fn firing_loop(
                     .increment(released as u64);
             }
             Err(error) => warn!(%error, "releasing retries failed"),
-        }
-        // Attempts whose worker is gone: re-run, retried or failed as their job says. Checked once
-        // per check-in interval, not every round.
-        let recovery = if last_recovery.elapsed() >= settings.checkin_interval {
-            last_recovery = std::time::Instant::now();
-            if let Err(error) = workers::mark_disconnected(store, workers::STALE_AFTER).await {
-                warn!(%error, "marking silent workers disconnected failed");
-            }
-            task_lifecycle::recover_lost_attempts(
-                store,
-                topology,
-                workers::STALE_AFTER,
-                task_lifecycle::LostScope::All {
-                    limit: settings.firing.batch,
-                },
-            )
-            .await
-        } else {
-            Ok(0)
-        };
-        match recovery {
-            Ok(0) => {}
-            Ok(recovered) => {
-                info!(recovered, "recovered attempts of vanished workers");
-                metrics::counter!("chime_scheduler_attempts_recovered_total")
-                    .increment(recovered as u64);
-            }
-            Err(error) => warn!(%error, "recovering lost attempts failed"),
         }
         match fire::unblock_free_triggers(store).await {
             Ok(0) => {}

@@ -1,7 +1,7 @@
 //! Commands addressed to this worker through `<prefix>.control` (routing key = its id), consumed
 //! from its exclusive `<prefix>.worker.<id>` queue.
 //!
-//! `kill` cancels the named attempt if it runs here: its executor kills the process group and the
+//! `drain` makes the worker drain as on SIGTERM. `kill` cancels the named attempt if it runs here: its executor kills the process group and the
 //! attempt ends `killed` (written by [`crate::delivery`], like any other end). A command for an
 //! attempt this worker does not run is ignored: the attempt ended, or the kill was recorded in the
 //! database and recovery will end it.
@@ -22,14 +22,21 @@ pub async fn handle(worker: &Worker, delivery: Delivery) {
             return;
         }
     };
-    match command.command {
-        ControlCommand::Kill => {
-            if worker.kill(command.task_id, command.attempt) {
-                info!(task_id = %command.task_id, attempt = command.attempt, "killing the task on request");
+    match (command.command, command.task_id, command.attempt) {
+        (ControlCommand::Kill, Some(task_id), Some(attempt)) => {
+            if worker.kill(task_id, attempt) {
+                info!(%task_id, attempt, "killing the task on request");
                 metrics::counter!("chime_worker_kills_total").increment(1);
             } else {
-                debug!(task_id = %command.task_id, "kill for an attempt not running here");
+                debug!(%task_id, "kill for an attempt not running here");
             }
+        }
+        (ControlCommand::Kill, _, _) => {
+            warn!("ignoring a kill command without task_id and attempt")
+        }
+        (ControlCommand::Drain, _, _) => {
+            info!("drain requested by command");
+            worker.drain_requested.cancel();
         }
     }
 }

@@ -20,15 +20,14 @@ use std::time::Duration;
 use chime_core::bus::dead_letter;
 use chime_core::model::TaskMessage;
 use chime_core::model::message::{SubmitMessage, decode};
-use chime_core::store::task_lifecycle::{self, FinishedAttempt};
-use chime_core::store::workers;
+use chime_core::store::task_lifecycle::{self, AttemptEnd, FinishedAttempt};
 use lapin::Channel;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use crate::Worker;
 use crate::executor::Attempt;
+use crate::{Phase, Worker};
 
 /// Handles a task message from a worker-group queue.
 pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, delivery: Delivery) {
@@ -44,13 +43,17 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             // Shutting down before it started: give it back to the queue.
             return requeue(&delivery).await;
         };
-        let started = worker
-            .transitions
-            .start_attempt(message.task_id, message.attempt)
-            .await;
-        match started {
-            Ok(true) => {}
-            Ok(false) => {
+        let key = (message.task_id, message.attempt);
+        let Some(kill) = worker.hold(key) else {
+            debug!("this worker holds the attempt already (a duplicate delivery); dropping");
+            metrics::counter!("chime_worker_duplicates_total").increment(1);
+            ack(&delivery).await;
+            return;
+        };
+        match start(worker, key).await {
+            Some(true) => worker.set_phase(key, Phase::Running),
+            Some(false) => {
+                worker.let_go(key);
                 if delivery.redelivered {
                     recover_if_orphaned(worker, &message).await;
                 }
@@ -59,19 +62,19 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
                 ack(&delivery).await;
                 return;
             }
-            Err(error) => {
-                // The database is unreachable: put the message back and let it come again.
-                warn!(%error, "cannot start the attempt; requeueing");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+            None => {
+                // Draining while the database is unreachable: the message goes back. Had the
+                // start committed unheard, the heartbeat finds the attempt running here but not
+                // held, and releases it.
+                worker.let_go(key);
                 return requeue(&delivery).await;
             }
         }
         metrics::gauge!("chime_worker_running").increment(1.0);
         let started_at = std::time::Instant::now();
-        let kill = worker.track(message.task_id, message.attempt);
         let attempt = Attempt::new(message, worker.stop_attempts.child_token(), kill);
         let end = worker.executors.execute(&attempt).await;
-        worker.untrack(attempt.message.task_id);
+        worker.set_phase(key, Phase::Ending);
         metrics::gauge!("chime_worker_running").decrement(1.0);
         metrics::histogram!("chime_worker_attempt_seconds").record(started_at.elapsed());
         let outcome = end.outcome().as_str();
@@ -80,13 +83,36 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             attempt: attempt.message.attempt,
             end,
         };
-        if record_end(worker, finished).await {
+        let recorded = record_end(worker, finished).await;
+        worker.let_go(key);
+        if recorded {
             metrics::counter!("chime_worker_attempts_total", "outcome" => outcome).increment(1);
             ack(&delivery).await;
         }
     }
     .instrument(span)
     .await
+}
+
+/// Asks to start the attempt until the database answers: while it is unreachable the delivery
+/// is held (not requeued), so the worker's prefetch fills and the broker stops delivering —
+/// no requeue loop spends the queue's delivery limit. None if the worker began draining first.
+async fn start(worker: &Worker, key: (uuid::Uuid, i32)) -> Option<bool> {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match worker.transitions.start_attempt(key.0, key.1).await {
+            Ok(started) => return Some(started),
+            Err(error) => {
+                warn!(%error, ?delay, "cannot start the attempt; waiting for the database");
+                metrics::counter!("chime_worker_database_waits_total").increment(1);
+            }
+        }
+        tokio::select! {
+            _ = worker.draining.cancelled() => return None,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
 }
 
 /// A redelivered message whose attempt is `running` under another worker: RabbitMQ redelivers
@@ -101,14 +127,7 @@ async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
         task_id: message.task_id,
         attempt: message.attempt,
     };
-    match task_lifecycle::recover_lost_attempts(
-        &worker.store,
-        worker.topology(),
-        workers::STALE_AFTER,
-        scope,
-    )
-    .await
-    {
+    match task_lifecycle::recover_lost_attempts(&worker.store, worker.topology(), scope).await {
         Ok(0) => {}
         Ok(_) => {
             info!("recovered the attempt of a worker that is gone");
@@ -128,9 +147,6 @@ pub async fn handle_submission(worker: &Worker, channel: Channel, queue: &str, d
             return reject_poison(worker, &channel, queue, delivery, &error.to_string()).await;
         }
     };
-    if let Err(error) = task.validate() {
-        return reject_poison(worker, &channel, queue, delivery, &error.to_string()).await;
-    }
     if task.id.is_none() {
         task.id = delivery
             .properties
@@ -138,28 +154,66 @@ pub async fn handle_submission(worker: &Worker, channel: Channel, queue: &str, d
             .as_ref()
             .and_then(|id| uuid::Uuid::parse_str(id.as_str()).ok());
     }
-    match task_lifecycle::submit(&worker.store, worker.topology(), task).await {
-        Ok(submitted) => {
-            debug!(task_id = %submitted.id, created = submitted.created, "submission recorded");
-            ack(&delivery).await;
+    if let Err(error) = task.validate() {
+        let mut reason = error.to_string();
+        if task.id.is_none() {
+            reason.push_str(NO_ID_NOTE);
         }
-        Err(error @ chime_core::store::StoreError::UnknownKind(_)) => {
-            reject_poison(worker, &channel, queue, delivery, &error.to_string()).await
+        return reject_poison(worker, &channel, queue, delivery, &reason).await;
+    }
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match task_lifecycle::submit(&worker.store, worker.topology(), task.clone()).await {
+            Ok(submitted) => {
+                debug!(task_id = %submitted.id, created = submitted.created, "submission recorded");
+                ack(&delivery).await;
+                return;
+            }
+            Err(error @ chime_core::store::StoreError::UnknownKind(_)) => {
+                let mut reason = error.to_string();
+                if task.id.is_none() {
+                    reason.push_str(NO_ID_NOTE);
+                }
+                return reject_poison(worker, &channel, queue, delivery, &reason).await;
+            }
+            Err(error) => {
+                // Held, not requeued, while the database is unreachable (see `start`).
+                warn!(%error, ?delay, "cannot record the submission; waiting for the database");
+            }
         }
-        Err(error) => {
-            warn!(%error, "cannot record the submission; requeueing");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            requeue(&delivery).await;
+        tokio::select! {
+            _ = worker.draining.cancelled() => return requeue(&delivery).await,
+            _ = tokio::time::sleep(delay) => {}
         }
+        delay = (delay * 2).min(Duration::from_secs(5));
     }
 }
+
+/// Added to the dead-letter reason of a submission that had no id: publishing it again makes a new
+/// task each time.
+const NO_ID_NOTE: &str = " (this submission had neither an `id` nor an AMQP message_id: set one so \
+                           that a redelivered or re-published submission makes one task)";
 
 /// Commits the attempt's end, retrying while the database is unreachable. Returns whether the
 /// delivery may be acked.
 async fn record_end(worker: &Worker, finished: FinishedAttempt) -> bool {
     let mut delay = Duration::from_millis(100);
     loop {
-        match worker.transitions.finish_attempt(finished.clone()).await {
+        let recorded = match &finished.end {
+            // Cut short by this worker's shutdown: a lost attempt, as if the worker had died.
+            AttemptEnd::Abandoned(_) => task_lifecycle::release_attempts(
+                &worker.store,
+                worker.topology(),
+                &worker.identity,
+                &[(finished.task_id, finished.attempt)],
+                task_lifecycle::Release::Interrupted,
+            )
+            .await
+            .map(|moved| moved > 0)
+            .map_err(std::sync::Arc::new),
+            _ => worker.transitions.finish_attempt(finished.clone()).await,
+        };
+        match recorded {
             Ok(true) => return true,
             Ok(false) => {
                 debug!("the attempt is no longer ours (killed or recovered); dropping");

@@ -3,9 +3,15 @@
 //! - [`consumer`]: where messages are consumed (one consumer per queue, rebuilt on reconnect);
 //! - [`delivery`]: what happens to one delivery, from decode to ack;
 //! - [`executor`]: the kinds a worker runs (shell, http, noop, command templates);
-//! - [`control`]: kill commands addressed to this worker;
+//! - [`control`]: kill and drain commands addressed to this worker;
 //! - [`transitions`]: where its task transitions are committed, batched;
-//! - this file: the worker's lifetime — register, heartbeat, consume, drain, go offline.
+//! - this file: the worker's lifetime — register, hold its liveness session and heartbeat over
+//!   it, consume, drain, go offline — and the attempts it holds.
+//!
+//! The worker keeps one entry per attempt it holds, from before it asks to start it until its
+//! end is committed. That is what it tells the database with each heartbeat: an attempt running
+//! under it that it does not hold never started here and is released; an attempt it runs that is
+//! no longer its own was taken by recovery and is killed at once (self-fencing).
 //!
 //! A worker also consumes `<prefix>.submit`, turning ad-hoc submissions from any AMQP client into
 //! task rows, and its own `<prefix>.worker.<id>` queue of commands.
@@ -16,7 +22,7 @@ pub mod delivery;
 pub mod executor;
 pub mod transitions;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,7 +30,7 @@ use chime_core::Node;
 use chime_core::bus::{Broker, Topology};
 use chime_core::config::WorkerSettings;
 use chime_core::node::hostname;
-use chime_core::store::task_lifecycle::WorkerIdentity;
+use chime_core::store::task_lifecycle::{self, WorkerIdentity};
 use chime_core::store::{Store, StoreError, workers};
 use lapin::Channel;
 use lapin::message::Delivery;
@@ -48,12 +54,26 @@ pub enum WorkerError {
     HttpClient(#[source] reqwest::Error),
 }
 
-/// An attempt this worker runs, and how to kill it.
+/// Where an attempt this worker holds is in its life here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Its start was asked for; the answer has not come (or the database is unreachable).
+    Starting,
+    /// Started: the database says it runs here.
+    Running,
+    /// Executed; its end is being committed.
+    Ending,
+}
+
+/// An attempt this worker holds, and how to kill it.
 #[derive(Debug)]
-struct RunningAttempt {
-    attempt: i32,
+struct HeldAttempt {
+    phase: Phase,
     kill: CancellationToken,
 }
+
+/// A task's attempt: what the worker holds attempts by.
+type AttemptKey = (Uuid, i32);
 
 /// One running worker: what every consumer and attempt of it shares.
 #[derive(Debug)]
@@ -67,9 +87,11 @@ pub struct Worker {
     transitions: transitions::Transitions,
     permits: Arc<Semaphore>,
     attempts: TaskTracker,
-    /// The attempts running now, by task: where a kill command finds its process. Held only for
-    /// map updates, never across an await.
-    running: Mutex<HashMap<Uuid, RunningAttempt>>,
+    /// The attempts this worker holds: where a kill command finds its process, and what its
+    /// heartbeat reports. Locked only for map updates, never across an await.
+    held: Mutex<HashMap<AttemptKey, HeldAttempt>>,
+    /// Cancelled by a `drain` command: the worker drains as on SIGTERM.
+    drain_requested: CancellationToken,
     /// Cancelled when the worker stops taking work.
     draining: CancellationToken,
     /// Cancelled when the grace period is over: running attempts are interrupted.
@@ -92,40 +114,66 @@ impl Worker {
         }
     }
 
-    /// Records a started attempt; returns the token that kills it.
-    fn track(&self, task_id: Uuid, attempt: i32) -> CancellationToken {
-        let kill = CancellationToken::new();
-        if let Ok(mut running) = self.running.lock() {
-            running.insert(
-                task_id,
-                RunningAttempt {
-                    attempt,
-                    kill: kill.clone(),
-                },
-            );
+    /// Takes hold of an attempt before asking to start it; false if this worker holds it already
+    /// (a duplicate delivery: the first one runs it). Returns the token that kills it.
+    fn hold(&self, key: AttemptKey) -> Option<CancellationToken> {
+        let mut held = self.held.lock().ok()?;
+        if held.contains_key(&key) {
+            return None;
         }
-        kill
+        let kill = CancellationToken::new();
+        held.insert(
+            key,
+            HeldAttempt {
+                phase: Phase::Starting,
+                kill: kill.clone(),
+            },
+        );
+        Some(kill)
     }
 
-    /// Forgets an attempt that ended.
-    fn untrack(&self, task_id: Uuid) {
-        if let Ok(mut running) = self.running.lock() {
-            running.remove(&task_id);
+    /// Moves a held attempt to `phase`.
+    fn set_phase(&self, key: AttemptKey, phase: Phase) {
+        if let Ok(mut held) = self.held.lock()
+            && let Some(attempt) = held.get_mut(&key)
+        {
+            attempt.phase = phase;
+        }
+    }
+
+    /// Lets go of an attempt: it ended (its end committed), or never started here.
+    fn let_go(&self, key: AttemptKey) {
+        if let Ok(mut held) = self.held.lock() {
+            held.remove(&key);
         }
     }
 
     /// Kills `attempt` of a task if this worker runs it; returns whether it did.
     fn kill(&self, task_id: Uuid, attempt: i32) -> bool {
-        let Ok(running) = self.running.lock() else {
+        let Ok(held) = self.held.lock() else {
             return false;
         };
-        match running.get(&task_id) {
-            Some(run) if run.attempt == attempt => {
+        match held.get(&(task_id, attempt)) {
+            Some(run) if run.phase == Phase::Running => {
                 run.kill.cancel();
                 true
             }
             _ => false,
         }
+    }
+
+    /// The attempts the database should show running here (`Running`), and every attempt held
+    /// (also those starting or ending), for the heartbeat.
+    fn held_attempts(&self) -> (Vec<AttemptKey>, Vec<AttemptKey>) {
+        let Ok(held) = self.held.lock() else {
+            return (Vec::new(), Vec::new());
+        };
+        let running = held
+            .iter()
+            .filter(|(_, a)| a.phase == Phase::Running)
+            .map(|(k, _)| *k)
+            .collect();
+        (running, held.keys().copied().collect())
     }
 
     fn spawn_delivery(
@@ -169,6 +217,7 @@ pub async fn run(
     let executors = Executors::new(settings.output_tail_bytes, node.settings.executors.clone())
         .map_err(WorkerError::HttpClient)?;
     let kinds = executors.kinds();
+    let liveness_key: i64 = rand_key();
     workers::register(
         &node.store,
         workers::NewWorker {
@@ -178,6 +227,7 @@ pub async fn run(
             groups: &settings.groups,
             kinds: &kinds,
             concurrency: settings.concurrency,
+            liveness_key,
         },
     )
     .await
@@ -196,7 +246,8 @@ pub async fn run(
         transitions,
         permits: Arc::new(Semaphore::new(usize::from(settings.concurrency))),
         attempts: TaskTracker::new(),
-        running: Mutex::new(HashMap::new()),
+        held: Mutex::new(HashMap::new()),
+        drain_requested: CancellationToken::new(),
         draining: CancellationToken::new(),
         stop_attempts: CancellationToken::new(),
         hard_stop: CancellationToken::new(),
@@ -204,9 +255,14 @@ pub async fn run(
     let span = info_span!("worker", name = %worker.identity.name);
     async {
         info!(groups = ?settings.groups, concurrency = settings.concurrency, "worker online");
-        // Heartbeats go on while draining: a long task must not make its worker look dead.
+        // The liveness session and its heartbeats go on while draining: a long task must not
+        // make its worker look dead.
         let stop_heartbeat = CancellationToken::new();
-        let heartbeat = tokio::spawn(heartbeat_loop(worker.clone(), stop_heartbeat.clone()));
+        let heartbeat = tokio::spawn(liveness_loop(
+            worker.clone(),
+            liveness_key,
+            stop_heartbeat.clone(),
+        ));
         let consumers = TaskTracker::new();
         let topology = worker.topology().clone();
         for group in &settings.groups {
@@ -234,7 +290,10 @@ pub async fn run(
             stop_control.clone(),
         ));
 
-        shutdown.cancelled().await;
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = worker.drain_requested.cancelled() => info!("drain requested"),
+        }
         info!("draining");
         if let Err(error) = workers::set_status(&worker.store, worker.identity.id, "draining").await
         {
@@ -283,28 +342,118 @@ pub async fn run(
     Ok(())
 }
 
-async fn heartbeat_loop(worker: Arc<Worker>, stop: CancellationToken) {
+/// A random liveness lock key: the low half of a fresh UUIDv7, which is random bits.
+fn rand_key() -> i64 {
+    let bits = Uuid::now_v7().as_u64_pair().1;
+    i64::from_ne_bytes(bits.to_ne_bytes())
+}
+
+/// How long one heartbeat (or opening the session) may take before the session is presumed
+/// broken and opened again.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Holds the worker's liveness session (its advisory lock) and heartbeats over it; acts on what
+/// each heartbeat learns: kills whose command was missed, attempts taken from this worker
+/// (killed at once), attempts running here that it does not hold (released once seen twice:
+/// an attempt whose start was being committed when the first heartbeat looked is held by the
+/// second).
+async fn liveness_loop(worker: Arc<Worker>, key: i64, stop: CancellationToken) {
     let mut tick = tokio::time::interval(workers::HEARTBEAT_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut session: Option<workers::LivenessSession> = None;
+    let mut suspects: HashSet<AttemptKey> = HashSet::new();
     async {
         loop {
             tokio::select! {
-                _ = stop.cancelled() => return,
+                _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            match workers::heartbeat(&worker.store, worker.identity.id).await {
-                Ok(kills) => {
-                    metrics::counter!("chime_worker_heartbeats_total").increment(1);
-                    for (task_id, attempt) in kills {
-                        if worker.kill(task_id, attempt) {
-                            info!(%task_id, attempt, "killing a task whose kill command was missed");
+            let live = match session.as_mut() {
+                Some(live) => live,
+                None => {
+                    let opened = tokio::time::timeout(
+                        HEARTBEAT_TIMEOUT,
+                        workers::LivenessSession::open(&worker.store, key),
+                    )
+                    .await;
+                    match opened {
+                        Ok(Ok(opened)) => {
+                            info!("liveness session open");
+                            session.insert(opened)
+                        }
+                        Ok(Err(error)) => {
+                            warn!(%error, "cannot open the liveness session; retrying");
+                            continue;
+                        }
+                        Err(_) => {
+                            warn!("opening the liveness session timed out; retrying");
+                            continue;
                         }
                     }
                 }
-                Err(error) => warn!(%error, "heartbeat failed"),
+            };
+            let (running, all) = worker.held_attempts();
+            let status = if worker.draining.is_cancelled() {
+                "draining"
+            } else {
+                "online"
+            };
+            let beat = tokio::time::timeout(
+                HEARTBEAT_TIMEOUT,
+                live.heartbeat(worker.identity.id, status, &running, &all),
+            )
+            .await;
+            let beat = match beat {
+                Ok(Ok(beat)) => beat,
+                Ok(Err(error)) => {
+                    warn!(%error, "heartbeat failed; opening a new liveness session");
+                    session = None;
+                    continue;
+                }
+                Err(_) => {
+                    warn!("heartbeat timed out; opening a new liveness session");
+                    session = None;
+                    continue;
+                }
+            };
+            metrics::counter!("chime_worker_heartbeats_total").increment(1);
+            for (task_id, attempt) in beat.kill {
+                if worker.kill(task_id, attempt) {
+                    info!(%task_id, attempt, "killing a task whose kill command was missed");
+                }
+            }
+            for (task_id, attempt) in beat.taken {
+                if worker.kill(task_id, attempt) {
+                    warn!(%task_id, attempt, "this attempt was recovered elsewhere (the worker was presumed dead); killing it");
+                    metrics::counter!("chime_worker_self_fenced_total").increment(1);
+                }
+            }
+            let unheld: HashSet<AttemptKey> = beat.unheld.into_iter().collect();
+            let orphans: Vec<AttemptKey> = unheld.intersection(&suspects).copied().collect();
+            suspects = unheld;
+            if !orphans.is_empty() {
+                match task_lifecycle::release_attempts(
+                    &worker.store,
+                    worker.topology(),
+                    &worker.identity,
+                    &orphans,
+                    task_lifecycle::Release::NeverRan,
+                )
+                .await
+                {
+                    Ok(released) => {
+                        warn!(released, "released attempts started under this worker that it never ran");
+                        metrics::counter!("chime_worker_unheld_released_total")
+                            .increment(released as u64);
+                    }
+                    Err(error) => warn!(%error, "cannot release attempts this worker never ran"),
+                }
             }
         }
+        if let Some(live) = session {
+            live.close().await;
+        }
     }
-    .instrument(info_span!("heartbeat"))
+    .instrument(info_span!("liveness"))
     .await
 }

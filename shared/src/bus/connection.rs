@@ -80,6 +80,45 @@ impl Broker {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// How many messages wait in `queue` (ready, not those delivered and unacked), read with a
+    /// passive declare on a channel of its own; `Ok(None)` when the queue does not exist.
+    /// Errors: no connection within a second, or the broker did not answer in five.
+    pub async fn queue_depth(&self, queue: &str) -> Result<Option<u32>, super::BusError> {
+        let never = CancellationToken::new();
+        let conn = tokio::time::timeout(Duration::from_secs(1), self.connection(&never))
+            .await
+            .ok()
+            .flatten()
+            .ok_or(super::BusError::Unavailable)?;
+        let depth = async {
+            let channel = conn.create_channel().await?;
+            let declared = channel
+                .queue_declare(
+                    queue.into(),
+                    lapin::options::QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    },
+                    lapin::types::FieldTable::default(),
+                )
+                .await;
+            // A failed passive declare closes the channel itself.
+            if declared.is_ok() {
+                let _ = channel.close(200, "done".into()).await;
+            }
+            match declared {
+                Ok(q) => Ok(Some(q.message_count())),
+                Err(error) if matches!(error.kind(), lapin::ErrorKind::ProtocolError(_)) => {
+                    Ok(None)
+                }
+                Err(error) => Err(super::BusError::Amqp(error)),
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), depth)
+            .await
+            .map_err(|_| super::BusError::Unavailable)?
+    }
+
     /// Waits for a connected, declared connection; None once `shutdown` is cancelled.
     pub async fn connection(&self, shutdown: &CancellationToken) -> Option<Arc<Connection>> {
         let mut current = self.current.clone();

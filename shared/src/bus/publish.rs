@@ -15,6 +15,9 @@ pub enum BusError {
     /// The broker refused the message (nack).
     #[error("the broker refused the message (nack)")]
     Nacked,
+    /// No connection to the broker now.
+    #[error("the broker is not reachable now")]
+    Unavailable,
     /// The message could not be routed to any queue.
     #[error("no queue is bound for {exchange} / {routing_key}")]
     Unroutable {

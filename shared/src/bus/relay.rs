@@ -275,7 +275,7 @@ impl Outcomes {
                 self.failed.push(message.id);
             }
             Err(BusError::Nacked) => self.failed.push(message.id),
-            Err(error @ BusError::Amqp(_)) => {
+            Err(error @ (BusError::Amqp(_) | BusError::Unavailable)) => {
                 self.failed.push(message.id);
                 self.broker_error.get_or_insert(error);
             }

@@ -98,10 +98,12 @@ pub struct ControlMessage {
     pub v: u32,
     /// What to do.
     pub command: ControlCommand,
-    /// The task it is about.
-    pub task_id: Uuid,
-    /// The attempt it is about: a command for an older attempt does nothing.
-    pub attempt: i32,
+    /// The task it is about (`kill`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<Uuid>,
+    /// The attempt it is about (`kill`): a command for an older attempt does nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<i32>,
 }
 
 /// What a [`ControlMessage`] asks of a worker.
@@ -110,6 +112,8 @@ pub struct ControlMessage {
 pub enum ControlCommand {
     /// Kill the attempt's process group; the task ends `killed`.
     Kill,
+    /// Stop taking work, finish what runs, go offline (as on SIGTERM).
+    Drain,
 }
 
 /// An ad-hoc task published by any AMQP client to `<prefix>.submit`: the fields of [`NewTask`]

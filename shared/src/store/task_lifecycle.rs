@@ -11,7 +11,10 @@
 //!                         ready ◀── retrying ◀── rejected or failed ────┘  └──▶ killed
 //!                                   (budget left; next_attempt_at)
 //!   kill: waiting | ready | retrying → killed here; running → its worker kills it → killed
-//!   worker gone: running → ready (requests_recovery) | retrying | failed (lost) | killed
+//!   worker gone, or its shutdown cut the attempt short:
+//!                running → ready (requests_recovery) | retrying | failed (lost) | killed
+//!   a start the worker never heard of: running → ready (next attempt)
+//!   ready, message lost on the bus: the same attempt's message published again
 //! ```
 //!
 //! Every transition is one statement or one transaction, fenced by `(task, attempt)` where a
@@ -69,6 +72,10 @@ pub enum AttemptEnd {
     },
     /// It was killed on request (`chime task kill`).
     Killed(TaskResult),
+    /// The worker's shutdown cut it short: not the job's failure. Recorded by
+    /// [`release_attempts`] as a lost attempt ([`Release::Interrupted`]), never by
+    /// [`finish_attempts`].
+    Abandoned(TaskResult),
 }
 
 impl AttemptEnd {
@@ -79,6 +86,7 @@ impl AttemptEnd {
             Self::Failed { .. } => AttemptOutcome::Failed,
             Self::Rejected { .. } => AttemptOutcome::Rejected,
             Self::Killed(_) => AttemptOutcome::Killed,
+            Self::Abandoned(_) => AttemptOutcome::Lost,
         }
     }
 }
@@ -259,8 +267,11 @@ fn storable(mut result: TaskResult) -> TaskResult {
 }
 
 /// `ready → running` for exactly these attempts, recording the worker and opening each attempt's
-/// row, in one statement. Returns the `(task, attempt)` pairs that moved; the others were
-/// duplicate or stale deliveries, or killed tasks, which the caller acks and drops.
+/// row, in one statement. Returns the `(task, attempt)` pairs that are now this worker's: those
+/// that moved, and those already running under this worker (a start that committed while the
+/// worker saw an error, asked again: the answer must not depend on whether the first commit was
+/// heard). The others were duplicate or stale deliveries, or killed tasks, which the caller acks
+/// and drops; the worker itself keeps one delivery per attempt.
 pub async fn start_attempts(
     store: &Store,
     worker: &WorkerIdentity,
@@ -277,10 +288,16 @@ pub async fn start_attempts(
             FROM wanted w
             WHERE t.id = w.id AND t.attempt = w.attempt AND t.status = 'ready'
             RETURNING t.id, t.attempt, t.started_at
+        ), opened AS (
+            INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name, started_at)
+            SELECT id, attempt, $3, $4, started_at FROM moved
+            RETURNING task_id, attempt
         )
-        INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name, started_at)
-        SELECT id, attempt, $3, $4, started_at FROM moved
-        RETURNING task_id, attempt
+        SELECT task_id, attempt FROM opened
+        UNION ALL
+        -- the statement's snapshot predates `moved`: these are starts committed earlier
+        SELECT t.id, t.attempt FROM tasks t JOIN wanted w ON t.id = w.id AND t.attempt = w.attempt
+        WHERE t.status = 'running' AND t.worker_id = $3
         "#,
     )
     .bind(&ids)
@@ -310,6 +327,11 @@ pub async fn finish_attempts(
     worker: &WorkerIdentity,
     finished: &[FinishedAttempt],
 ) -> Result<Vec<(Uuid, i32)>, StoreError> {
+    // An abandoned attempt is a lost one (release_attempts), not an end this statement records.
+    let finished: Vec<&FinishedAttempt> = finished
+        .iter()
+        .filter(|f| !matches!(f.end, AttemptEnd::Abandoned(_)))
+        .collect();
     let n = finished.len();
     let mut ids = Vec::with_capacity(n);
     let mut attempts = Vec::with_capacity(n);
@@ -330,6 +352,7 @@ pub async fn finish_attempts(
                 *retry_after,
             ),
             AttemptEnd::Killed(result) => (Some("killed"), result.clone(), None),
+            AttemptEnd::Abandoned(result) => (Some("interrupted"), result.clone(), None),
         };
         ids.push(f.task_id);
         attempts.push(f.attempt);
@@ -725,24 +748,37 @@ pub enum LostScope {
     },
 }
 
+/// Why a worker gives up attempts that are still `running` under it ([`release_attempts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Its shutdown cut them short (past the grace): handled as if the worker had died, so the
+    /// job's `requests_recovery` decides, never its failed budget alone.
+    Interrupted,
+    /// It does not hold them (their start committed while it saw an error): they never ran, so
+    /// they run again as the next attempt whatever the job says.
+    NeverRan,
+}
+
 /// `running → ready (next attempt) | retrying | failed | killed` for attempts whose worker is
-/// gone (offline, or no heartbeat for `stale_after`): the attempt is closed as `lost`; a task
-/// whose kill was requested ends `killed`; a job that requests recovery runs again as the next
-/// attempt; otherwise the failed budget decides (reason `lost`). One caller at a time (advisory
-/// lock); returns how many attempts were recovered. A worker presumed dead that comes back finds
-/// its attempt fenced off: every worker write names (task, attempt, worker).
+/// gone: the attempt is closed as `lost`; a task whose kill was requested ends `killed`; a job
+/// that requests recovery runs again as the next attempt; otherwise the failed budget decides
+/// (reason `lost`). One caller at a time (advisory lock); returns how many were recovered.
+///
+/// A worker is gone when it said so (`offline`), or when its liveness lock is free and its
+/// heartbeat older than [`workers::LIVENESS_GRACE`] while the database has been up longer than
+/// [`workers::RESTART_GRACE`] (see `workers.rs`); such a worker is marked `offline` here, with its
+/// lock held until commit so that it cannot come back half-way. A worker presumed dead that comes
+/// back finds its attempts fenced off (every worker write names task, attempt and worker) and
+/// kills them on its next heartbeat.
+///
+/// [`workers::LIVENESS_GRACE`]: super::workers::LIVENESS_GRACE
+/// [`workers::RESTART_GRACE`]: super::workers::RESTART_GRACE
 pub async fn recover_lost_attempts(
     store: &Store,
     topology: &Topology,
-    stale_after: std::time::Duration,
     scope: LostScope,
 ) -> Result<usize, StoreError> {
-    #[derive(sqlx::FromRow)]
-    struct Recovered {
-        #[sqlx(flatten)]
-        parts: MessageParts,
-        status: String,
-    }
+    use super::workers::{LIVENESS_GRACE, RESTART_GRACE, STALE_AFTER};
     let (only_task, only_attempt, limit) = match scope {
         LostScope::All { limit } => (None, None, limit),
         LostScope::Attempt { task_id, attempt } => (Some(task_id), Some(attempt), 1),
@@ -756,24 +792,112 @@ pub async fn recover_lost_attempts(
     if !locked {
         return Ok(0);
     }
+    // The CASE orders the tests: a worker's lock is tried only once its heartbeat is stale and the
+    // database old enough, and a lock taken stays taken until this transaction ends.
+    sqlx::query(
+        r#"
+        UPDATE workers w SET status = 'offline', stopped_at = now()
+        WHERE w.status IN ('online', 'draining', 'disconnected')
+          AND w.last_heartbeat < now() - make_interval(secs => $1)
+          AND CASE
+              WHEN w.liveness_key IS NULL THEN w.last_heartbeat < now() - make_interval(secs => $2)
+              WHEN now() - pg_postmaster_start_time() < make_interval(secs => $3) THEN false
+              ELSE pg_try_advisory_xact_lock(w.liveness_key) END
+        "#,
+    )
+    .bind(LIVENESS_GRACE.as_secs_f64())
+    .bind(STALE_AFTER.as_secs_f64())
+    .bind(RESTART_GRACE.as_secs_f64())
+    .execute(&mut *tx)
+    .await
+    .context("declaring dead workers")?;
+    let lost: Vec<(Uuid, i32)> = sqlx::query_as(
+        r#"
+        SELECT t.id, t.attempt
+        FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id
+        WHERE t.status = 'running' AND (w.id IS NULL OR w.status = 'offline')
+          AND ($2::uuid IS NULL OR (t.id = $2 AND t.attempt = $3))
+        ORDER BY t.started_at
+        LIMIT $1
+        FOR UPDATE OF t SKIP LOCKED
+        "#,
+    )
+    .bind(limit)
+    .bind(only_task)
+    .bind(only_attempt)
+    .fetch_all(&mut *tx)
+    .await
+    .context("finding lost attempts")?;
+    let recovered = close_lost_attempts(
+        &mut tx,
+        topology,
+        &lost,
+        None,
+        false,
+        "its worker stopped responding",
+    )
+    .await?;
+    tx.commit().await.context("committing recovery")?;
+    Ok(recovered)
+}
+
+/// `running → ready (next attempt) | retrying | failed | killed` for attempts still running under
+/// `worker` that it gives up, as `why` says (see [`Release`]). Returns how many moved.
+pub async fn release_attempts(
+    store: &Store,
+    topology: &Topology,
+    worker: &WorkerIdentity,
+    attempts: &[(Uuid, i32)],
+    why: Release,
+) -> Result<usize, StoreError> {
+    let mut tx = store.begin().await?;
+    let (rerun, error) = match why {
+        Release::Interrupted => (false, "interrupted: its worker stopped before it ended"),
+        Release::NeverRan => (true, "its worker never ran it"),
+    };
+    let moved =
+        close_lost_attempts(&mut tx, topology, attempts, Some(worker.id), rerun, error).await?;
+    tx.commit().await.context("committing released attempts")?;
+    Ok(moved)
+}
+
+/// The one transition of a lost attempt, in the caller's transaction: closes each attempt (if it
+/// is still running, under `worker` when given) as `lost` with `error`, and moves its task to
+/// `killed` (kill requested), `ready` as the next attempt (`requests_recovery`, or `rerun`),
+/// `retrying` (failed budget left) or `failed`, reason `lost`; events and re-run messages go to
+/// the outbox.
+async fn close_lost_attempts(
+    tx: &mut sqlx::PgConnection,
+    topology: &Topology,
+    attempts: &[(Uuid, i32)],
+    worker: Option<Uuid>,
+    rerun: bool,
+    error: &str,
+) -> Result<usize, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Recovered {
+        #[sqlx(flatten)]
+        parts: MessageParts,
+        status: String,
+    }
+    if attempts.is_empty() {
+        return Ok(0);
+    }
+    let (ids, numbers): (Vec<Uuid>, Vec<i32>) = attempts.iter().copied().unzip();
     let recovered: Vec<Recovered> = sqlx::query_as(
         r#"
         WITH lost AS (
             SELECT t.id, t.attempt, CASE
                 WHEN t.kill_requested_at IS NOT NULL THEN 'killed'
-                WHEN t.requests_recovery THEN 'ready'
+                WHEN t.requests_recovery OR $4 THEN 'ready'
                 WHEN t.failures < t.failed_retries THEN 'retrying'
                 ELSE 'failed' END AS next_status
-            FROM tasks t JOIN workers w ON w.id = t.worker_id
-            WHERE t.status = 'running'
-              AND (w.status = 'offline' OR w.last_heartbeat < now() - make_interval(secs => $1))
-              AND ($3::uuid IS NULL OR (t.id = $3 AND t.attempt = $4))
-            ORDER BY t.started_at
-            LIMIT $2
-            FOR UPDATE OF t SKIP LOCKED
+            FROM tasks t JOIN UNNEST($1::uuid[], $2::int[]) AS c(id, attempt)
+                ON t.id = c.id AND t.attempt = c.attempt
+            WHERE t.status = 'running' AND ($3::uuid IS NULL OR t.worker_id = $3)
+            FOR UPDATE OF t
         ), closed AS (
-            UPDATE task_attempts a SET outcome = 'lost', finished_at = now(),
-                   error = 'its worker stopped responding'
+            UPDATE task_attempts a SET outcome = 'lost', finished_at = now(), error = $5
             FROM lost WHERE a.task_id = lost.id AND a.attempt = lost.attempt
         ), moved AS (
             UPDATE tasks t SET
@@ -787,7 +911,7 @@ pub async fn recover_lost_attempts(
                     now() + retry_delay(t.backoff, t.failed_interval_ms, t.failures + 1) END,
                 finished_at = CASE WHEN lost.next_status IN ('failed', 'killed') THEN now() END,
                 reason = CASE lost.next_status WHEN 'killed' THEN 'killed' ELSE 'lost' END,
-                result = '{"error": "its worker stopped responding", "output": ""}'
+                result = jsonb_build_object('error', $5::text, 'output', '')
             FROM lost WHERE t.id = lost.id
             RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
                       t.timeout_ms, t.execute_user, t.job_id, t.status, t.reason
@@ -798,7 +922,7 @@ pub async fn recover_lost_attempts(
               AND moved.status IN ('failed', 'killed')
         ), events AS (
             INSERT INTO outbox (exchange, routing_key, body)
-            SELECT $5, 'task.' || status || '.' || worker_group,
+            SELECT $6, 'task.' || status || '.' || worker_group,
                    task_event(id, attempt, status, worker_group, job_id, data_time, reason, now())
             FROM moved
         )
@@ -807,10 +931,11 @@ pub async fn recover_lost_attempts(
         FROM moved
         "#,
     )
-    .bind(stale_after.as_secs_f64())
-    .bind(limit)
-    .bind(only_task)
-    .bind(only_attempt)
+    .bind(&ids)
+    .bind(&numbers)
+    .bind(worker)
+    .bind(rerun)
+    .bind(error)
     .bind(topology.events_exchange())
     .fetch_all(&mut *tx)
     .await
@@ -820,9 +945,69 @@ pub async fn recover_lost_attempts(
         .filter(|r| r.status == "ready")
         .map(|r| r.parts.message(r.parts.attempt))
         .collect();
-    enqueue_task_messages(&mut tx, topology, &reruns).await?;
-    tx.commit().await.context("committing recovery")?;
+    enqueue_task_messages(&mut *tx, topology, &reruns).await?;
     Ok(recovered.len())
+}
+
+/// Publishes again the message of `ready` tasks that no worker has started for `older_than`
+/// (since they became ready, or since their last re-publish), in the groups given: the database is
+/// the truth, so a task message lost on the bus (dead-lettered during an outage, or dropped with
+/// its queue) cannot strand a task. The caller names only groups whose queue holds no message, so
+/// a backlog is not doubled. A duplicate is harmless: the attempt starts once. Returns how many
+/// were re-published.
+pub async fn republish_stale_ready(
+    store: &Store,
+    topology: &Topology,
+    groups: &[String],
+    older_than: std::time::Duration,
+    limit: i64,
+) -> Result<usize, StoreError> {
+    let mut tx = store.begin().await?;
+    let stale: Vec<MessageParts> = sqlx::query_as(
+        r#"
+        UPDATE tasks t SET republished_at = now()
+        FROM (
+            SELECT id FROM tasks
+            WHERE status = 'ready' AND worker_group = ANY($1)
+              AND coalesce(republished_at, ready_at, created_at)
+                  < now() - make_interval(secs => $2)
+            ORDER BY id
+            LIMIT $3
+            FOR UPDATE SKIP LOCKED
+        ) s
+        WHERE t.id = s.id
+        RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+                  t.timeout_ms, t.execute_user
+        "#,
+    )
+    .bind(groups)
+    .bind(older_than.as_secs_f64())
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await
+    .context("finding ready tasks no worker started")?;
+    let messages: Vec<TaskMessage> = stale.iter().map(|t| t.message(t.attempt)).collect();
+    enqueue_task_messages(&mut tx, topology, &messages).await?;
+    tx.commit()
+        .await
+        .context("committing re-published messages")?;
+    Ok(stale.len())
+}
+
+/// The worker groups that have `ready` tasks no worker has started for `older_than`.
+pub async fn groups_with_stale_ready(
+    store: &Store,
+    older_than: std::time::Duration,
+) -> Result<Vec<String>, StoreError> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT worker_group FROM tasks
+         WHERE status = 'ready'
+           AND coalesce(republished_at, ready_at, created_at) < now() - make_interval(secs => $1)",
+    )
+    .bind(older_than.as_secs_f64())
+    .fetch_all(store.pool())
+    .await
+    .context("finding groups with stale ready tasks")
 }
 
 /// What [`kill`] did.
@@ -960,9 +1145,6 @@ pub async fn advance_dependent(
     .fetch_optional(&mut *tx)
     .await
     .context("recording the advance")?;
-    if first.is_none() {
-        return Ok(Advanced::AlreadyDone);
-    }
     let (new_status, reason) = match outcome {
         DependencyOutcome::Met => ("ready", None),
         DependencyOutcome::UpstreamFailed => ("failed", Some("upstream_failed")),
@@ -983,10 +1165,13 @@ pub async fn advance_dependent(
     .await
     .context("advancing the waiting task")?;
     // Every waiting task of the job for D moves (a job whose trigger fires more often than its
-    // data-time period has several).
-    let tasks: Vec<MessageParts> = match moved.is_empty() {
-        false => moved,
-        true => {
+    // data-time period has several). One made after (job, D) advanced — a second trigger, or a
+    // trigger firing again within the period — moves the same way: it must not wait for an event
+    // that already happened. Creating a task is for the first advance only.
+    let tasks: Vec<MessageParts> = match (moved.is_empty(), first.is_some()) {
+        (false, _) => moved,
+        (true, false) => return Ok(Advanced::AlreadyDone),
+        (true, true) => {
             // No waiting task: create one if the job does not make its own, and no task exists.
             let backfill = lineage.map(|(id, _)| id);
             let with_downstream = lineage.is_some_and(|(_, w)| w);
@@ -1050,13 +1235,16 @@ pub async fn advance_dependent(
         }
     }
     let task = &tasks[0];
-    sqlx::query("UPDATE dependency_advances SET task_id = $3 WHERE job_id = $1 AND data_time = $2")
-        .bind(job_id)
-        .bind(jiff_sqlx::Timestamp::from(data_time))
-        .bind(task.id)
-        .execute(&mut *tx)
-        .await
-        .context("recording the advanced task")?;
+    sqlx::query(
+        "UPDATE dependency_advances SET task_id = coalesce(task_id, $3)
+         WHERE job_id = $1 AND data_time = $2",
+    )
+    .bind(job_id)
+    .bind(jiff_sqlx::Timestamp::from(data_time))
+    .bind(task.id)
+    .execute(&mut *tx)
+    .await
+    .context("recording the advanced task")?;
     tx.commit().await.context("committing the advance")?;
     Ok(match outcome {
         DependencyOutcome::Met => Advanced::Ready(task.id),

@@ -1,23 +1,43 @@
-//! The worker registry: one row per worker process, its groups, kinds and heartbeat.
+//! The worker registry: one row per worker process, its groups, kinds and heartbeat, and how a
+//! dead worker is told from a silent one.
 //!
 //! ```text
-//!   online ──SIGTERM──▶ draining ──running tasks done──▶ offline
-//!      └──────── heartbeat stale ────────▶ disconnected
+//!   online ──SIGTERM / drain──▶ draining ──running tasks done──▶ offline
+//!      └── heartbeat stale ──▶ disconnected ──heartbeat──▶ online
+//!      └── liveness lock free (process gone) ──recovery──▶ offline (its attempts recovered)
 //! ```
+//!
+//! Liveness: each worker holds a session-level advisory lock on its own PostgreSQL connection
+//! ([`LivenessSession`]) and heartbeats over it. PostgreSQL releases the lock the moment the
+//! process dies, so recovery (`task_lifecycle::recover_lost_attempts`) declares a worker dead when
+//! its lock is free *and* its heartbeat is older than [`LIVENESS_GRACE`] — in seconds, not tens of
+//! seconds — but never within [`RESTART_GRACE`] of the database's own start (after a restart every
+//! lock is free until its worker reconnects), and never while the lock is held (a worker cut off
+//! from the database keeps its session, and its attempts, until PostgreSQL drops the connection).
+//! Recovery takes the dead worker's lock for its transaction, so a worker that reconnects at that
+//! moment waits, then learns from its first heartbeat which attempts were taken from it and kills
+//! them at once (self-fencing).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sqlx::FromRow;
+use sqlx::{ConnectOptions, FromRow, PgConnection};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::task_lifecycle::WorkerIdentity;
 use super::{Context, Store, StoreError};
 
-/// How often a worker records that it is alive.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
-/// A live worker whose last heartbeat is older than this is `disconnected`.
+/// How often a worker records that it is alive (over its liveness session).
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
+/// A worker whose liveness lock is free is dead once its last heartbeat is older than this: long
+/// enough for a worker whose session merely broke to reconnect and beat again.
+pub const LIVENESS_GRACE: Duration = Duration::from_millis(1500);
+/// No worker is declared dead by its free lock until the database has been up this long: after a
+/// restart every lock is free until its worker reconnects.
+pub const RESTART_GRACE: Duration = Duration::from_secs(20);
+/// A live worker whose last heartbeat is older than this is shown `disconnected`; a worker row
+/// without a liveness key (written by an older version) is dead past it.
 pub const STALE_AFTER: Duration = Duration::from_secs(15);
 
 /// A worker as `chime workers` shows it.
@@ -62,6 +82,8 @@ pub struct NewWorker<'a> {
     pub kinds: &'a [String],
     /// Concurrency.
     pub concurrency: u16,
+    /// The advisory lock key its [`LivenessSession`] holds.
+    pub liveness_key: i64,
 }
 
 /// Registers a worker as online (and its groups in `worker_groups`).
@@ -71,8 +93,9 @@ pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreE
         WITH groups AS (
             INSERT INTO worker_groups (name) SELECT unnest($5::text[]) ON CONFLICT DO NOTHING
         )
-        INSERT INTO workers (id, name, host, pid, groups, kinds, concurrency, status, version)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, 'online', $8)
+        INSERT INTO workers (id, name, host, pid, groups, kinds, concurrency, status, version,
+                             liveness_key)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, 'online', $8, $9)
         "#,
     )
     .bind(worker.identity.id)
@@ -83,29 +106,111 @@ pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreE
     .bind(worker.kinds)
     .bind(i32::from(worker.concurrency))
     .bind(env!("CARGO_PKG_VERSION"))
+    .bind(worker.liveness_key)
     .execute(store.pool())
     .await
     .context("registering the worker")?;
     Ok(())
 }
 
-/// Records that the worker is alive (and back online if it had been marked disconnected), and
-/// returns the attempts it runs whose kill was requested: the backstop for a kill command that did
-/// not reach it (it was reconnecting to the broker).
-pub async fn heartbeat(store: &Store, id: Uuid) -> Result<Vec<(Uuid, i32)>, StoreError> {
-    sqlx::query_as(
-        "WITH beat AS (
-             UPDATE workers SET last_heartbeat = now(),
-                    status = CASE WHEN status = 'disconnected' THEN 'online' ELSE status END
-             WHERE id = $1
-         )
-         SELECT id, attempt FROM tasks
-         WHERE worker_id = $1 AND status = 'running' AND kill_requested_at IS NOT NULL",
-    )
-    .bind(id)
-    .fetch_all(store.pool())
-    .await
-    .context("recording the worker's heartbeat")
+/// A worker's own PostgreSQL connection, holding its liveness lock for as long as it is open.
+#[derive(Debug)]
+pub struct LivenessSession {
+    conn: PgConnection,
+}
+
+/// What a heartbeat learned.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Attempts this worker runs whose kill was requested: the backstop for a kill command that
+    /// did not reach it.
+    pub kill: Vec<(Uuid, i32)>,
+    /// Attempts this worker runs that are no longer its own in the database (recovery declared it
+    /// dead, or its session was lost long enough): they must be killed at once.
+    pub taken: Vec<(Uuid, i32)>,
+    /// Attempts running under this worker in the database that it does not hold (a start that
+    /// committed while the worker saw an error): seen twice in a row, they are released.
+    pub unheld: Vec<(Uuid, i32)>,
+}
+
+impl LivenessSession {
+    /// Opens a connection of its own and takes the worker's liveness lock on it, waiting while a
+    /// recovery holds it (the worker then learns from its next heartbeat what was taken).
+    pub async fn open(store: &Store, key: i64) -> Result<Self, StoreError> {
+        let mut conn = store
+            .pool()
+            .connect_options()
+            .as_ref()
+            .clone()
+            .connect()
+            .await
+            .context("opening the liveness session")?;
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(key)
+            .execute(&mut conn)
+            .await
+            .context("taking the liveness lock")?;
+        Ok(Self { conn })
+    }
+
+    /// Records that the worker is alive, as `status` (online or draining) if it had been marked
+    /// disconnected or offline, and compares the attempts it holds with the database:
+    /// `running` (started, not yet ending) and `all` (also those starting or ending).
+    pub async fn heartbeat(
+        &mut self,
+        id: Uuid,
+        status: &str,
+        running: &[(Uuid, i32)],
+        all: &[(Uuid, i32)],
+    ) -> Result<Heartbeat, StoreError> {
+        let (running_ids, running_attempts): (Vec<Uuid>, Vec<i32>) =
+            running.iter().copied().unzip();
+        let (all_ids, all_attempts): (Vec<Uuid>, Vec<i32>) = all.iter().copied().unzip();
+        let rows: Vec<(String, Uuid, i32)> = sqlx::query_as(
+            r#"
+            WITH beat AS (
+                UPDATE workers SET last_heartbeat = now(), stopped_at = NULL,
+                       status = CASE WHEN status IN ('disconnected', 'offline') THEN $2
+                                     ELSE status END
+                WHERE id = $1
+            ), mine AS (
+                SELECT id, attempt, kill_requested_at FROM tasks
+                WHERE worker_id = $1 AND status = 'running'
+            )
+            SELECT 'kill', id, attempt FROM mine WHERE kill_requested_at IS NOT NULL
+            UNION ALL
+            SELECT 'taken', r.id, r.attempt FROM UNNEST($3::uuid[], $4::int[]) AS r(id, attempt)
+            WHERE NOT EXISTS (SELECT 1 FROM mine m WHERE m.id = r.id AND m.attempt = r.attempt)
+            UNION ALL
+            SELECT 'unheld', m.id, m.attempt FROM mine m
+            WHERE NOT EXISTS (SELECT 1 FROM UNNEST($5::uuid[], $6::int[]) AS h(id, attempt)
+                              WHERE h.id = m.id AND h.attempt = m.attempt)
+            "#,
+        )
+        .bind(id)
+        .bind(status)
+        .bind(&running_ids)
+        .bind(&running_attempts)
+        .bind(&all_ids)
+        .bind(&all_attempts)
+        .fetch_all(&mut self.conn)
+        .await
+        .context("recording the worker's heartbeat")?;
+        let mut beat = Heartbeat::default();
+        for (what, task, attempt) in rows {
+            match what.as_str() {
+                "kill" => beat.kill.push((task, attempt)),
+                "taken" => beat.taken.push((task, attempt)),
+                _ => beat.unheld.push((task, attempt)),
+            }
+        }
+        Ok(beat)
+    }
+
+    /// Closes the connection, releasing the lock.
+    pub async fn close(self) {
+        let _ = sqlx::Connection::close(self.conn).await;
+    }
 }
 
 /// Marks workers whose heartbeat is older than `stale_after` as `disconnected` (a heartbeat
@@ -186,4 +291,36 @@ pub async fn list(store: &Store) -> Result<Vec<WorkerView>, StoreError> {
             last_heartbeat: r.last_heartbeat.to_jiff(),
         })
         .collect())
+}
+
+/// Asks a live worker to drain (`chime worker drain ID`): a `drain` command to its control queue,
+/// through the outbox. The worker stops taking work, returns what it has not started, finishes
+/// what runs within its grace and goes offline, as on SIGTERM.
+pub async fn request_drain(
+    store: &Store,
+    topology: &crate::bus::Topology,
+    id: Uuid,
+) -> Result<(), StoreError> {
+    let status: Option<String> = sqlx::query_scalar(
+        r#"
+        WITH worker AS (SELECT id, status FROM workers WHERE id = $1), command AS (
+            INSERT INTO outbox (exchange, routing_key, body)
+            SELECT $2, id::text, jsonb_build_object('v', 1, 'command', 'drain')
+            FROM worker WHERE status IN ('online', 'disconnected')
+        )
+        SELECT status FROM worker
+        "#,
+    )
+    .bind(id)
+    .bind(topology.control_exchange())
+    .fetch_optional(store.pool())
+    .await
+    .context("asking the worker to drain")?;
+    match status.as_deref() {
+        None => Err(StoreError::NotFound(format!("worker {id}"))),
+        Some("online" | "disconnected") => Ok(()),
+        Some(other) => Err(StoreError::Conflict(format!(
+            "worker {id} is {other}: only an online worker can be drained"
+        ))),
+    }
 }

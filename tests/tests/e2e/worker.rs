@@ -402,8 +402,13 @@ async fn execute_user_runs_as_that_user_or_is_rejected() -> Result<()> {
     env.cleanup().await
 }
 
+/// Hole 7, the ambiguous start: a start that committed while its worker saw an error is asked
+/// again; the answer must be yes for that worker (it runs the attempt rather than dropping it and
+/// leaving the task `running` with nothing running) and no for any other. Within one batch, the
+/// same attempt asked twice is one yes (the worker's own hold on the attempt keeps duplicate
+/// deliveries from asking at all).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_attempt_asked_to_start_twice_in_one_batch_starts_once() -> Result<()> {
+async fn a_start_asked_again_by_its_worker_is_its_own_and_no_one_elses() -> Result<()> {
     let env = TestEnv::new().await?;
     let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
     let task = chime_core::store::task_lifecycle::submit(
@@ -415,26 +420,35 @@ async fn one_attempt_asked_to_start_twice_in_one_batch_starts_once() -> Result<(
         },
     )
     .await?;
-    let identity = chime_core::store::task_lifecycle::WorkerIdentity {
+    let identity = |name: &str| chime_core::store::task_lifecycle::WorkerIdentity {
         id: Uuid::now_v7(),
-        name: "test".into(),
+        name: name.into(),
     };
-    let transitions =
-        chime_worker::transitions::Transitions::start(env.store.clone(), topology, identity);
-    // Both requests are queued before the batching loop runs: they share one statement.
-    let (first, second) = tokio::join!(
-        transitions.start_attempt(task.id, 1),
-        transitions.start_attempt(task.id, 1)
-    );
-    let answers = [
-        first.map_err(|e| anyhow::anyhow!("{e}"))?,
-        second.map_err(|e| anyhow::anyhow!("{e}"))?,
-    ];
+    let mine = identity("mine");
+    let start = |worker: &chime_core::store::task_lifecycle::WorkerIdentity, n: usize| {
+        let (store, worker) = (env.store.clone(), worker.clone());
+        let asks = vec![(task.id, 1); n];
+        async move { chime_core::store::task_lifecycle::start_attempts(&store, &worker, &asks).await }
+    };
     assert_eq!(
-        answers.iter().filter(|started| **started).count(),
-        1,
-        "{answers:?}"
+        start(&mine, 2).await?,
+        vec![(task.id, 1)],
+        "one batch, one yes"
     );
+    assert_eq!(
+        start(&mine, 1).await?,
+        vec![(task.id, 1)],
+        "asked again: still mine"
+    );
+    assert!(
+        start(&identity("other"), 1).await?.is_empty(),
+        "not another's"
+    );
+    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM task_attempts WHERE task_id = $1")
+        .bind(task.id)
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(attempts, 1);
     env.cleanup().await
 }
 

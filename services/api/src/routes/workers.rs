@@ -22,6 +22,35 @@ pub async fn list_workers(
     Ok(Json(workers::list(&state.store).await?))
 }
 
+/// Asks a worker to drain: it stops taking work, returns what it has not started, finishes what
+/// runs within its grace and goes offline, as on SIGTERM.
+#[utoipa::path(
+    post, path = "/api/v1/workers/{id}/drain", tag = "workers",
+    params(("id" = String, Path, description = "worker id (UUID)")),
+    responses(
+        (status = 202, description = "the worker was told to drain", body = Object),
+        (status = 400, description = "not a UUID", body = ErrorBody),
+        (status = 404, description = "no such worker", body = ErrorBody),
+        (status = 409, description = "the worker is draining or offline already", body = ErrorBody),
+    )
+)]
+pub async fn drain_worker(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    let id = uuid::Uuid::parse_str(&id).map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("{id:?} is not a worker id (a UUID)"),
+        )
+    })?;
+    workers::request_drain(&state.store, state.broker.topology(), id).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({ "id": id, "drain": "requested" })),
+    ))
+}
+
 /// Lists the kind routes: the default worker group of each job kind.
 #[utoipa::path(
     get, path = "/api/v1/kind-routes", tag = "workers",

@@ -9,7 +9,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
 /// Which services a process runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Services {
     /// The REST API and dashboard.
     pub api: bool,
@@ -111,10 +111,17 @@ pub async fn run_until(
     }
     if services.worker {
         let (node, stop, failed) = (node.clone(), shutdown.clone(), failed.clone());
+        // A worker alone in its process (`chime worker`) that drains on command ends the
+        // process, as Celery's shutdown does; beside other services it leaves them running.
+        let alone = services == Services::WORKER;
         running.spawn(async move {
-            if let Err(e) = chime_worker::run(&node, worker_settings, stop).await {
-                error!(error = %e, "worker stopped");
-                failed.cancel();
+            match chime_worker::run(&node, worker_settings, stop.clone()).await {
+                Ok(()) if alone => stop.cancel(),
+                Ok(()) => {}
+                Err(e) => {
+                    error!(error = %e, "worker stopped");
+                    failed.cancel();
+                }
             }
         });
     }

@@ -7,6 +7,18 @@ use chime_core::store::workers::WorkerView;
 use crate::client::ApiClient;
 use crate::output::{table, time};
 
+/// Asks worker `id` to drain.
+pub async fn drain(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
+    let (_, _): (_, serde_json::Value) = client
+        .post(
+            &format!("/api/v1/workers/{id}/drain"),
+            &serde_json::json!({}),
+        )
+        .await?;
+    println!("{id} drain requested");
+    Ok(())
+}
+
 /// Lists workers.
 pub async fn list(client: &ApiClient, json: bool) -> Result<()> {
     let workers: Vec<WorkerView> = client.get("/api/v1/workers").await?;

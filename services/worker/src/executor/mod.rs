@@ -94,10 +94,7 @@ impl Attempt {
             }
             Interruption::Shutdown => {
                 result.error = Some("interrupted: the worker stopped before the task ended".into());
-                AttemptEnd::Failed {
-                    result,
-                    reason: "interrupted",
-                }
+                AttemptEnd::Abandoned(result)
             }
         }
     }

@@ -1,0 +1,94 @@
+//! The database is the truth: a periodic sweep does what lost events would have done.
+//!
+//! Task events reach the dependency service through the bus; one lost there (dead-lettered
+//! during an outage, or published while no queue was bound) would leave a downstream task
+//! `waiting` with its upstreams met, or a backfill without its next task. Every
+//! [`SWEEP_EVERY`], one service at a time (an advisory lock) evaluates the (job, data time) of
+//! waiting tasks older than [`SETTLE`] exactly as an event would (`advance::advance`, which
+//! advances each once), and promotes backfills with free slots.
+
+use std::time::Duration;
+
+use chime_core::bus::Topology;
+use chime_core::store::{Context, Store, StoreError, task_lifecycle};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span, warn};
+
+/// How often the sweep runs.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
+/// A waiting task younger than this is left to its events.
+pub const SETTLE: Duration = Duration::from_secs(5);
+/// The most (job, data time) pairs one sweep evaluates.
+const BATCH: i64 = 500;
+/// The advisory lock that lets one dependency service at a time sweep.
+const SWEEP_LOCK: i64 = 0x6368_696d_6573_7765; // "chimeswe"
+
+/// Sweeps until `shutdown`.
+pub async fn run(store: Store, topology: Topology, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    async {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            match sweep(&store, &topology).await {
+                Ok(0) => {}
+                Ok(moved) => {
+                    info!(moved, "sweep advanced what events had not");
+                    metrics::counter!("chime_dependency_sweep_advances_total")
+                        .increment(moved as u64);
+                }
+                Err(error) => warn!(%error, "dependency sweep failed"),
+            }
+            metrics::counter!("chime_dependency_sweeps_total").increment(1);
+        }
+    }
+    .instrument(info_span!("dependency_sweep"))
+    .await
+}
+
+/// One sweep; returns how many (job, data time) advanced and backfill tasks were promoted.
+pub async fn sweep(store: &Store, topology: &Topology) -> Result<usize, StoreError> {
+    let mut lock = store.begin().await?;
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+        .bind(SWEEP_LOCK)
+        .fetch_one(&mut *lock)
+        .await
+        .context("taking the sweep lock")?;
+    if !locked {
+        return Ok(0);
+    }
+    let waiting: Vec<(i64, jiff_sqlx::Timestamp)> = sqlx::query_as(
+        "SELECT DISTINCT job_id, data_time FROM tasks
+         WHERE status = 'waiting' AND backfill_id IS NULL AND job_id IS NOT NULL
+           AND data_time IS NOT NULL AND created_at < now() - make_interval(secs => $1)
+         LIMIT $2",
+    )
+    .bind(SETTLE.as_secs_f64())
+    .bind(BATCH)
+    .fetch_all(store.pool())
+    .await
+    .context("finding waiting tasks")?;
+    let mut moved = 0;
+    for (job_id, data_time) in waiting {
+        if crate::advance::advance(store, topology, job_id, data_time.to_jiff(), None).await? {
+            moved += 1;
+        }
+    }
+    let backfills: Vec<i64> = sqlx::query_scalar(
+        "SELECT DISTINCT backfill_id FROM tasks
+         WHERE status = 'waiting' AND backfill_id IS NOT NULL
+           AND created_at < now() - make_interval(secs => $1)",
+    )
+    .bind(SETTLE.as_secs_f64())
+    .fetch_all(store.pool())
+    .await
+    .context("finding backfills with waiting tasks")?;
+    for backfill in backfills {
+        moved += task_lifecycle::promote_backfill(store, topology, backfill).await?;
+    }
+    lock.commit().await.context("releasing the sweep lock")?;
+    Ok(moved)
+}
