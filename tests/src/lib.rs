@@ -2,6 +2,7 @@
 //! tests run in parallel against the real shared servers; services run in-process (as `chime up`
 //! runs them) and the CLI runs as a real binary.
 
+pub mod postgres;
 pub mod proxy;
 
 use std::future::Future;
@@ -34,6 +35,8 @@ pub struct TestEnv {
     pub settings: Settings,
     /// The test's database name.
     pub database: String,
+    /// The PostgreSQL server it lives on (`postgres://…:port`, no database).
+    pub pg_server: String,
     /// A store on the test's database (migrated).
     pub store: Store,
     services: Vec<(CancellationToken, JoinHandle<Result<()>>)>,
@@ -70,6 +73,7 @@ impl TestEnv {
         Ok(Self {
             settings,
             database,
+            pg_server: pg_server.to_string(),
             store,
             services: Vec::new(),
         })
@@ -203,8 +207,7 @@ impl TestEnv {
             .remove(&channel, &self.settings.worker.groups)
             .await;
         let _ = conn.close(200, "done".into()).await;
-        let (pg, _) = server_urls();
-        let admin = sqlx::PgPool::connect(&format!("{pg}/postgres")).await?;
+        let admin = sqlx::PgPool::connect(&format!("{}/postgres", self.pg_server)).await?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
             self.database
@@ -263,7 +266,8 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
-fn free_port() -> Result<u16> {
+/// A free TCP port on the loopback interface.
+pub fn free_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }

@@ -2,12 +2,18 @@
 //! scheduler instances, blocked triggers beside a free job, database outages and lost workers,
 //! dead-lettered messages, SIGTERM of long tasks, late waiting tasks, ambiguous starts.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use chime_cli::commands::services::Services;
+use chime_core::model::{AttemptOutcome, NewTask, TaskEvent, TaskStatus};
 use chime_core::schedule::ScheduleSpec;
+use chime_core::store::dependencies::{self, NewDependency};
 use chime_core::store::jobs::{self, NewJob};
+use chime_core::store::task_lifecycle;
 use chime_core::store::triggers::{self, NewTrigger};
+use chime_tests::postgres::PrivatePostgres;
 use chime_tests::{TestEnv, eventually};
+use nix::unistd::Pid;
+use uuid::Uuid;
 
 async fn job(env: &TestEnv, name: &str, concurrent: bool, sleep_ms: u64) -> Result<()> {
     jobs::create(
@@ -125,4 +131,328 @@ async fn a_non_concurrent_job_runs_alone_under_two_schedulers() -> Result<()> {
     .await?;
     assert!(silent < 6, "no trigger fired");
     env.cleanup().await
+}
+
+/// A job's id by name.
+async fn job_id(env: &TestEnv, name: &str) -> Result<i64> {
+    Ok(sqlx::query_scalar("SELECT id FROM jobs WHERE name = $1")
+        .bind(name)
+        .fetch_one(env.store.pool())
+        .await?)
+}
+
+/// Inserts a task row as another part of chime would have left it, with no message on the bus.
+async fn insert_task(
+    env: &TestEnv,
+    job: Option<i64>,
+    status: &str,
+    data_time: Option<jiff::Timestamp>,
+) -> Result<Uuid> {
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO tasks (id, job_id, kind, spec, worker_group, status, attempt, data_time,
+                            ready_at, created_at, finished_at)
+         VALUES ($1, $2, 'noop', '{}', 'default', $3, 1, $4, now() - interval '1 minute',
+                 now() - interval '1 minute',
+                 CASE WHEN $3 = 'succeeded' THEN now() END)",
+    )
+    .bind(id)
+    .bind(job)
+    .bind(status)
+    .bind(data_time.map(jiff_sqlx::Timestamp::from))
+    .execute(env.store.pool())
+    .await?;
+    Ok(id)
+}
+
+/// Hole 4: a task message lost on the bus (dead-lettered during an outage, or gone with its
+/// queue) left its task `ready` for ever. The database is the truth: it is published again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_task_whose_message_was_lost_runs() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.settings.scheduler.republish_after_ms = 1000;
+    let id = insert_task(&env, None, "ready", None).await?;
+    env.start(Services::ALL).await?;
+    let task = env.wait_status(id, TaskStatus::Succeeded).await?;
+    assert_eq!(task.attempt, 1, "the same attempt, published again");
+    env.cleanup().await
+}
+
+/// Hole 4, dependencies: an upstream's event lost on the bus left its downstream `waiting` with
+/// its upstream met. The dependency service's sweep re-derives it from the rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_task_whose_upstream_event_was_lost_runs() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    job(&env, "up", true, 0).await?;
+    job(&env, "down", true, 0).await?;
+    dependencies::add(
+        &env.store,
+        "default",
+        "down",
+        NewDependency {
+            upstream: "up".into(),
+            upstream_group: None,
+            window: None,
+            on_upstream_failure: None,
+        },
+    )
+    .await?;
+    let day: jiff::Timestamp = "2026-01-01T00:00:00Z".parse()?;
+    insert_task(
+        &env,
+        Some(job_id(&env, "up").await?),
+        "succeeded",
+        Some(day),
+    )
+    .await?;
+    let down = insert_task(
+        &env,
+        Some(job_id(&env, "down").await?),
+        "waiting",
+        Some(day),
+    )
+    .await?;
+    env.start(Services::ALL).await?;
+    env.wait_status(down, TaskStatus::Succeeded).await?;
+    env.cleanup().await
+}
+
+/// Hole 6: once (job, D) had advanced, a waiting task made for it afterwards (a second trigger, or
+/// a trigger firing again within the job's period) was told "already done" and waited for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_task_made_after_its_data_time_advanced_is_released() -> Result<()> {
+    let env = TestEnv::new().await?;
+    job(&env, "up", true, 0).await?;
+    job(&env, "down", true, 0).await?;
+    dependencies::add(
+        &env.store,
+        "default",
+        "down",
+        NewDependency {
+            upstream: "up".into(),
+            upstream_group: None,
+            window: None,
+            on_upstream_failure: None,
+        },
+    )
+    .await?;
+    let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
+    let (up, down) = (job_id(&env, "up").await?, job_id(&env, "down").await?);
+    let day: jiff::Timestamp = "2026-01-01T00:00:00Z".parse()?;
+    let upstream = insert_task(&env, Some(up), "succeeded", Some(day)).await?;
+    let first = insert_task(&env, Some(down), "waiting", Some(day)).await?;
+    let event = |task_id: Uuid, job_id: i64, status: TaskStatus| TaskEvent {
+        v: 1,
+        task_id,
+        attempt: 1,
+        status,
+        group: "default".into(),
+        job_id: Some(job_id),
+        data_time: Some(day),
+        reason: None,
+        at: day,
+    };
+    chime_dependency::advance::on_event(
+        &env.store,
+        &topology,
+        &event(upstream, up, TaskStatus::Succeeded),
+    )
+    .await?;
+    assert_eq!(env.task(first).await?.status, TaskStatus::Ready);
+    // The late one: its trigger fired after the advance.
+    let late = insert_task(&env, Some(down), "waiting", Some(day)).await?;
+    chime_dependency::advance::on_event(
+        &env.store,
+        &topology,
+        &event(late, down, TaskStatus::Waiting),
+    )
+    .await?;
+    assert_eq!(env.task(late).await?.status, TaskStatus::Ready);
+    let advances = count(&env, "SELECT count(*) FROM dependency_advances").await?;
+    assert_eq!(advances, 1, "(job, data time) advanced once");
+    env.cleanup().await
+}
+
+/// The one live worker's id.
+async fn worker_id(env: &TestEnv) -> Result<Uuid> {
+    eventually("a worker online", || async {
+        Ok(count(env, "SELECT count(*) FROM workers WHERE status = 'online'").await? > 0)
+    })
+    .await?;
+    let id: Option<Uuid> = sqlx::query_scalar("SELECT id FROM workers WHERE status = 'online'")
+        .fetch_optional(env.store.pool())
+        .await?;
+    id.context("a worker")
+}
+
+/// Hole 7: a start that committed while its worker saw an error left the task `running` under a
+/// live worker that runs nothing. The worker's heartbeat says which attempts it holds; one running
+/// under it that it does not hold is released and runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_started_under_a_worker_that_does_not_hold_it_runs_again() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let worker = worker_id(&env).await?;
+    let id = insert_task(&env, None, "running", None).await?;
+    sqlx::query(
+        "WITH t AS (UPDATE tasks SET worker_id = $2, started_at = now() WHERE id = $1)
+         INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name)
+         VALUES ($1, 1, $2, 'the live one')",
+    )
+    .bind(id)
+    .bind(worker)
+    .execute(env.store.pool())
+    .await?;
+    let task = env.wait_status(id, TaskStatus::Succeeded).await?;
+    assert_eq!(task.attempt, 2);
+    assert_eq!(task.attempts[0].outcome, Some(AttemptOutcome::Lost));
+    env.cleanup().await
+}
+
+/// Self-fencing: a worker whose attempt was taken from it (recovery declared it dead while it
+/// ran) kills that attempt at once instead of running it beside the re-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_kills_an_attempt_recovery_took_from_it() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let dir = std::env::temp_dir().join(format!("chime-fence-{}", Uuid::now_v7()));
+    std::fs::create_dir_all(&dir)?;
+    let pid_file = dir.join("pid");
+    let script = format!("echo $$ > {}; exec sleep 600", pid_file.display());
+    let id = env
+        .submit(&["--kind", "shell", "--script", &script])
+        .await?;
+    env.wait_status(id, TaskStatus::Running).await?;
+    let read_pid = || {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+    };
+    eventually("the command to record its pid", || async {
+        Ok(read_pid().is_some())
+    })
+    .await?;
+    let pid = Pid::from_raw(read_pid().context("a pid")?);
+    // What recovery does to the attempt of a worker it declared dead.
+    sqlx::query(
+        "WITH a AS (UPDATE task_attempts SET outcome = 'lost', finished_at = now()
+                    WHERE task_id = $1)
+         UPDATE tasks SET status = 'failed', reason = 'lost', worker_id = NULL,
+                finished_at = now() WHERE id = $1",
+    )
+    .bind(id)
+    .execute(env.store.pool())
+    .await?;
+    eventually("the taken attempt's process to be killed", || async {
+        Ok(nix::sys::signal::kill(pid, None).is_err())
+    })
+    .await?;
+    let task = env.task(id).await?;
+    assert_eq!(
+        task.status,
+        TaskStatus::Failed,
+        "the worker's end was fenced out"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup().await
+}
+
+/// Hole 3 (and 4): a PostgreSQL outage of 30 s with tasks running and more waiting in the worker.
+/// Nothing is declared dead when it returns (heartbeats stopped for everyone), no attempt runs
+/// twice, every live result is kept, and no delivery is spent against the queue's limit while the
+/// database is away (nothing dead-lettered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_of_30_seconds_runs_nothing_twice_and_loses_nothing() -> Result<()> {
+    let pg = PrivatePostgres::start().await?;
+    let (_, amqp) = chime_tests::server_urls();
+    let mut env = TestEnv::with_amqp_url(&pg.url(), &amqp).await?;
+    env.settings.worker.concurrency = 2;
+    env.start(Services {
+        api: false,
+        worker: true,
+        scheduler: true,
+        dependency: true,
+    })
+    .await?;
+    let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
+    let dir = std::env::temp_dir().join(format!("chime-outage-{}", Uuid::now_v7()));
+    std::fs::create_dir_all(&dir)?;
+    let log = dir.join("attempts.log");
+    let script = format!(
+        r#"echo "start $CHIME_TASK_ID $CHIME_ATTEMPT" >> {log}; sleep 12; echo "end $CHIME_TASK_ID $CHIME_ATTEMPT" >> {log}; echo done"#,
+        log = log.display()
+    );
+    let mut long = Vec::new();
+    for recovery in [true, false] {
+        let task = task_lifecycle::submit(
+            &env.store,
+            &topology,
+            NewTask {
+                kind: "shell".into(),
+                spec: serde_json::json!({ "command": script }),
+                requests_recovery: Some(recovery),
+                ..NewTask::default()
+            },
+        )
+        .await?;
+        long.push(task.id);
+    }
+    for id in &long {
+        env.wait_status(*id, TaskStatus::Running).await?;
+    }
+    // Both slots busy: these wait in the worker (prefetch) and in the queue through the outage.
+    let mut short = Vec::new();
+    for _ in 0..6 {
+        let task = task_lifecycle::submit(
+            &env.store,
+            &topology,
+            NewTask {
+                kind: "noop".into(),
+                ..NewTask::default()
+            },
+        )
+        .await?;
+        short.push(task.id);
+    }
+    eventually("the short tasks' messages to be published", || async {
+        Ok(chime_core::store::outbox::unsent_count(&env.store).await? == 0)
+    })
+    .await?;
+    pg.stop().await?;
+    // The fault itself lasts 30 s; the long tasks end during it.
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    pg.resume().await?;
+    for id in long.iter().chain(&short) {
+        let task = env.wait_terminal(*id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+        assert_eq!(task.attempt, 1, "ran once: {task:?}");
+        assert_eq!(task.attempts.len(), 1, "{task:?}");
+    }
+    for id in &long {
+        let task = env.task(*id).await?;
+        assert_eq!(task.result.map(|r| r.output), Some("done\n".into()));
+    }
+    let lines = std::fs::read_to_string(&log)?;
+    assert_eq!(
+        lines.lines().count(),
+        4,
+        "each long task started and ended once:\n{lines}"
+    );
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    let dead = channel
+        .queue_declare(
+            topology.dead_exchange().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await?;
+    assert_eq!(dead.message_count(), 0, "nothing dead-lettered");
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup().await?;
+    pg.destroy().await;
+    Ok(())
 }

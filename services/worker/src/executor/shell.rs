@@ -55,6 +55,15 @@ pub async fn run(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // The command dies with its worker: a worker killed with -9 must not leave its attempt
+    // running beside the re-run that recovery starts. (Set after the credentials change, which
+    // would clear it; what the command itself forks is not covered.)
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+        });
+    }
     if let Some(data_time) = message.data_time {
         command.env("CHIME_DATA_TIME", data_time.to_string());
     }

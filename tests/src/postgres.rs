@@ -1,0 +1,181 @@
+//! A private PostgreSQL server a test (or the chaos suite) owns, so it may stop, restart and cut
+//! it without touching the shared one: `initdb` into a temporary directory with the machine's
+//! PostgreSQL binaries, on a free port, trust authentication. As root the server runs as the
+//! `postgres` user (PostgreSQL refuses to run as root).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+/// A PostgreSQL server in a directory of its own.
+pub struct PrivatePostgres {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+}
+
+impl PrivatePostgres {
+    /// Creates and starts a server on a free port.
+    pub async fn start() -> Result<Self> {
+        let bin = binaries()?;
+        let dir = std::env::temp_dir().join(format!("chime-pg-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir)?;
+        let port = crate::free_port()?;
+        let server = Self { dir, bin, port };
+        if is_root() {
+            let status = tokio::process::Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&server.dir)
+                .status()
+                .await?;
+            anyhow::ensure!(status.success(), "chown of {} failed", server.dir.display());
+        }
+        let data = server.data_dir();
+        server
+            .run(
+                "initdb",
+                &[
+                    "-D",
+                    path_str(&data)?,
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                ],
+            )
+            .await
+            .context("initdb")?;
+        let conf = format!(
+            "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+             fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 300\n",
+            server.port,
+            path_str(&server.dir)?
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, conf.as_bytes()))?;
+        server.resume().await?;
+        Ok(server)
+    }
+
+    /// `postgres://postgres@127.0.0.1:PORT` (append `/database`).
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}", self.port)
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops the server (fast shutdown: sessions are cut, as in a crash of the clients' view).
+    pub async fn stop(&self) -> Result<()> {
+        let data = self.data_dir();
+        self.run(
+            "pg_ctl",
+            &["-D", path_str(&data)?, "-m", "fast", "-w", "stop"],
+        )
+        .await
+        .context("pg_ctl stop")
+    }
+
+    /// Starts the server again and waits until it accepts connections.
+    pub async fn resume(&self) -> Result<()> {
+        let data = self.data_dir();
+        let log = self.dir.join("server.log");
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                path_str(&data)?,
+                "-l",
+                path_str(&log)?,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        )
+        .await
+        .context("pg_ctl start")
+    }
+
+    /// Stops the server and removes its directory.
+    pub async fn destroy(self) {
+        let _ = self.stop().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    async fn run(&self, program: &str, args: &[&str]) -> Result<()> {
+        let program = self.bin.join(program);
+        let mut command = if is_root() {
+            let mut command = tokio::process::Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(&program);
+            command
+        } else {
+            tokio::process::Command::new(&program)
+        };
+        let out = tokio::time::timeout(
+            Duration::from_secs(90),
+            command
+                .args(args)
+                .current_dir(&self.dir)
+                .stdin(Stdio::null())
+                .output(),
+        )
+        .await
+        .with_context(|| format!("{} timed out", program.display()))??;
+        if !out.status.success() {
+            bail!(
+                "{} failed: {}{}",
+                program.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The newest installed PostgreSQL's `bin` directory (Debian's layout), or `pg_config --bindir`.
+fn binaries() -> Result<PathBuf> {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+                .filter(|p| p.join("initdb").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    versions.sort_by_key(|p| {
+        p.parent()
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    if let Some(bin) = versions.pop() {
+        return Ok(bin);
+    }
+    let out = std::process::Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .context("no PostgreSQL binaries under /usr/lib/postgresql, and no pg_config")?;
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn path_str(path: &Path) -> Result<&str> {
+    path.to_str().context("a non-UTF-8 temporary path")
+}
