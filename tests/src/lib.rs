@@ -181,8 +181,18 @@ impl TestEnv {
     /// Starts the `chime` binary as a long-running process (a service) with this installation's
     /// settings; it is killed when the handle is dropped.
     pub fn spawn_chime(&self, args: &[&str]) -> Result<tokio::process::Child> {
+        self.spawn_chime_with(args, &[])
+    }
+
+    /// Like [`TestEnv::spawn_chime`], with extra environment variables.
+    pub fn spawn_chime_with(
+        &self,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Result<tokio::process::Child> {
         Ok(tokio::process::Command::new(chime_binary()?)
             .args(args)
+            .envs(envs.iter().copied())
             .env("CHIME_DATABASE_URL", &self.settings.database_url)
             .env("CHIME_AMQP_URL", &self.settings.amqp_url)
             .env("CHIME_PREFIX", &self.settings.prefix)

@@ -194,3 +194,84 @@ async fn a_retry_is_delivered_after_the_broker_connection_was_cut() -> Result<()
     );
     env.cleanup().await
 }
+
+/// Hole 5: past the shutdown grace, a worker's running attempts used to be recorded `failed:
+/// interrupted`, spending the failed budget even of jobs that a kill -9 would have re-run. An
+/// attempt cut short by its worker's shutdown is a lost one: `requests_recovery` decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_cut_short_by_shutdown_is_lost_not_failed() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(API_AND_SCHEDULER).await?;
+    let mut worker = env.spawn_chime_with(
+        &["worker", "--concurrency", "2"],
+        &[("CHIME_WORKER__SHUTDOWN_GRACE_MS", "300")],
+    )?;
+    online_workers(&env, 1).await?;
+    let recovering = env
+        .submit(&[
+            "--kind",
+            "shell",
+            "--requests-recovery",
+            "--script",
+            r#"if [ "$CHIME_ATTEMPT" = 1 ]; then sleep 600; fi; echo rerun"#,
+        ])
+        .await?;
+    let plain = env
+        .submit(&["--kind", "shell", "--script", "sleep 600"])
+        .await?;
+    env.wait_status(recovering, TaskStatus::Running).await?;
+    env.wait_status(plain, TaskStatus::Running).await?;
+    signal(&worker, Signal::SIGTERM)?;
+    let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
+        .await
+        .context("the worker did not stop within 30 s of SIGTERM")??;
+    assert!(status.success(), "exit status {status:?}");
+
+    let task = env.task(plain).await?;
+    assert_eq!(task.status, TaskStatus::Failed, "{task:?}");
+    assert_eq!(task.reason.as_deref(), Some("lost"));
+    assert_eq!(task.attempts[0].outcome, Some(AttemptOutcome::Lost));
+    env.start(Services::WORKER).await?;
+    let task = env.wait_terminal(recovering).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    assert_eq!(task.attempt, 2);
+    assert_eq!(task.attempts[0].outcome, Some(AttemptOutcome::Lost));
+    env.cleanup().await
+}
+
+/// `chime worker drain ID`: the worker drains as on SIGTERM (its running task finishes) and,
+/// alone in its process, exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chime_worker_drain_stops_a_worker_over_the_control_queue() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(API_AND_SCHEDULER).await?;
+    let mut worker = env.spawn_chime(&["worker", "--concurrency", "1"])?;
+    online_workers(&env, 1).await?;
+    let id = env
+        .submit(&["--kind", "shell", "--script", "sleep 1; echo finished"])
+        .await?;
+    env.wait_status(id, TaskStatus::Running).await?;
+    let worker_id: Uuid = sqlx::query_scalar("SELECT id FROM workers")
+        .fetch_one(env.store.pool())
+        .await?;
+    let out = env
+        .chime(&["worker", "drain", &worker_id.to_string()])
+        .await?;
+    assert!(out.status.success(), "{out:?}");
+    let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
+        .await
+        .context("the worker did not stop within 30 s of the drain")??;
+    assert!(status.success(), "exit status {status:?}");
+    assert_eq!(env.task(id).await?.status, TaskStatus::Succeeded);
+    let status: String = sqlx::query_scalar("SELECT status FROM workers")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(status, "offline");
+    // Draining it again is refused, and an unknown worker is not found.
+    let again = env
+        .chime(&["worker", "drain", &worker_id.to_string()])
+        .await?;
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("error:"));
+    env.cleanup().await
+}
