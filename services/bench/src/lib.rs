@@ -6,5 +6,6 @@ pub mod fire;
 pub mod installation;
 pub mod lag;
 pub mod pickup;
+pub mod recovery;
 pub mod schedule;
 pub mod tasks;

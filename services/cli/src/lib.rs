@@ -204,6 +204,13 @@ enum BenchCommand {
         #[arg(long, default_value_t = 200.0)]
         rate: f64,
     },
+    /// A worker process running N requests_recovery tasks is killed with SIGKILL: time from the
+    /// kill to each re-run attempt's start on another worker (p50, max).
+    Recovery {
+        /// How many tasks the killed worker runs.
+        #[arg(long, default_value_t = 10)]
+        tasks: usize,
+    },
     /// N ad-hoc noop tasks end to end: tasks/s and submit-to-succeeded p50/p99.
     Tasks {
         /// How many tasks.
@@ -438,6 +445,16 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Bench(BenchCommand::Pickup { count, schedulers }) => {
             let figures = chime_bench::pickup::run(&settings(global, None)?, count, schedulers)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", figures.line());
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Recovery { tasks }) => {
+            if tasks == 0 || tasks > 1000 {
+                return Err(BadInput("--tasks must be between 1 and 1000".into()).into());
+            }
+            let figures = chime_bench::recovery::run(&settings(global, None)?, tasks)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", figures.line());
