@@ -1,0 +1,382 @@
+//! The chaos suite: proves under faults that nothing is lost or run twice.
+//!
+//! ```text
+//! cargo run --release -p chime-tests --bin chaos -- --minutes 10 [--seed N] [--keep]
+//! ```
+//!
+//! It runs its own PostgreSQL (and stops and restarts it), reaches RabbitMQ through a proxy it
+//! cuts, starts 3 schedulers, 4 workers (two groups), 2 dependency services and an API as
+//! processes, loads a mixed workload (`workload`), injects faults for the whole run — kill -9 and
+//! SIGTERM of random processes (started again after), broker connection cuts, PostgreSQL restarts
+//! and one outage of over 20 s — then stops the faults, pauses the triggers, lets the system
+//! settle, and checks the invariants (`invariants`). One summary line, then every violation in
+//! full; the exit code is 1 if there was any.
+
+mod cluster;
+mod invariants;
+mod workload;
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use chime_core::bus::Topology;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::Cluster;
+
+/// A small, seedable generator (xorshift64*): a run can be repeated with its seed.
+pub struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn millis(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from + self.next() % (to - from).max(1))
+    }
+}
+
+struct Args {
+    minutes: f64,
+    seed: u64,
+    keep: bool,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args {
+        minutes: 10.0,
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+        keep: false,
+    };
+    let mut given = std::env::args().skip(1);
+    while let Some(arg) = given.next() {
+        match arg.as_str() {
+            "--minutes" => {
+                args.minutes = given
+                    .next()
+                    .context("--minutes needs a number")?
+                    .parse()
+                    .context("--minutes needs a number")?;
+            }
+            "--seed" => {
+                args.seed = given
+                    .next()
+                    .context("--seed needs a number")?
+                    .parse()
+                    .context("--seed needs a number")?;
+            }
+            "--keep" => args.keep = true,
+            "--help" | "-h" => {
+                println!("chaos [--minutes M (default 10)] [--seed N] [--keep]");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?} (see --help)"),
+        }
+    }
+    if !(0.5..=600.0).contains(&args.minutes) {
+        bail!("--minutes must be between 0.5 and 600");
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    // The services this suite starts are this same binary, run as `chime`.
+    if std::env::var_os(cluster::AS_CHIME).is_some() {
+        return chime_cli::main();
+    }
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The faults injected, by kind.
+#[derive(Debug, Default)]
+struct Faults {
+    kill9: usize,
+    sigterm: usize,
+    broker_cuts: usize,
+    pg_restarts: usize,
+    pg_outages: usize,
+}
+
+impl Faults {
+    fn total(&self) -> usize {
+        self.kill9 + self.sigterm + self.broker_cuts + self.pg_restarts + self.pg_outages
+    }
+}
+
+fn say(started: Instant, what: &str) {
+    eprintln!("chaos [{:>6.1}s] {what}", started.elapsed().as_secs_f64());
+}
+
+async fn run(args: Args) -> Result<bool> {
+    let started = Instant::now();
+    let mut rng = Rng::new(args.seed);
+    let dir = std::env::temp_dir().join(format!("chime-chaos-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir)?;
+    let log = dir.join("attempts.log");
+    std::fs::write(&log, "")?;
+    say(
+        started,
+        &format!("seed {}, directory {}", args.seed, dir.display()),
+    );
+    let mut cluster = Cluster::start(&dir).await?;
+    let outcome = exercise(&mut cluster, &args, &mut rng, started, &log).await;
+    if args.keep {
+        say(started, &format!("kept {}", dir.display()));
+    }
+    cluster.destroy().await;
+    if !args.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    outcome
+}
+
+async fn exercise(
+    cluster: &mut Cluster,
+    args: &Args,
+    rng: &mut Rng,
+    started: Instant,
+    log: &std::path::Path,
+) -> Result<bool> {
+    let topology = Topology::new(cluster.prefix.clone());
+    wait_until(Duration::from_secs(60), "the services to start", || async {
+        let online: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM workers WHERE status = 'online'")
+                .fetch_one(cluster.store.pool())
+                .await?;
+        let api = chime_tests::http()
+            .get(format!("{}/readyz", cluster.api_url))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        Ok(online >= 4 && api)
+    })
+    .await?;
+    let triggers = workload::set_up(&cluster.store, &topology, log, rng).await?;
+    say(
+        started,
+        &format!("{triggers} triggers, jobs and a backfill set up; faults begin"),
+    );
+    let activity = Arc::new(Mutex::new(workload::Activity::default()));
+    let stop_load = CancellationToken::new();
+    let load = tokio::spawn(workload::ad_hoc(
+        cluster.api_url.clone(),
+        topology.clone(),
+        cluster.store.clone(),
+        log.to_path_buf(),
+        activity.clone(),
+        stop_load.clone(),
+    ));
+
+    let run_for = Duration::from_secs_f64(args.minutes * 60.0);
+    let faults_started = Instant::now();
+    let mut faults = Faults::default();
+    // The database faults come at set points; the others at random between them.
+    let mut planned: Vec<(f64, &str)> = vec![(0.2, "restart"), (0.45, "outage"), (0.7, "restart")];
+    while faults_started.elapsed() < run_for {
+        let progress = faults_started.elapsed().as_secs_f64() / run_for.as_secs_f64();
+        if let Some(&(_, kind)) = planned.first().filter(|(at, _)| progress >= *at) {
+            planned.remove(0);
+            if kind == "restart" {
+                say(started, "PostgreSQL restart");
+                cluster.pg.stop().await?;
+                cluster.pg.resume().await?;
+                faults.pg_restarts += 1;
+            } else {
+                say(started, "PostgreSQL outage of 25 s");
+                cluster.pg.stop().await?;
+                tokio::time::sleep(Duration::from_secs(25)).await;
+                cluster.pg.resume().await?;
+                faults.pg_outages += 1;
+            }
+        } else {
+            let victim = rng.below(cluster.len());
+            match rng.below(20) {
+                0..=8 => {
+                    say(started, &format!("kill -9 {}", cluster.name(victim)));
+                    cluster.kill9(victim, rng.millis(500, 3000)).await?;
+                    faults.kill9 += 1;
+                }
+                9..=12 => {
+                    say(started, &format!("SIGTERM {}", cluster.name(victim)));
+                    cluster.terminate(victim).await?;
+                    faults.sigterm += 1;
+                }
+                _ => {
+                    let cut = rng.millis(1000, 6000);
+                    say(started, &format!("broker connections cut for {cut:?}"));
+                    cluster.proxy.cut();
+                    tokio::time::sleep(cut).await;
+                    cluster.proxy.restore();
+                    faults.broker_cuts += 1;
+                }
+            }
+        }
+        let revived = cluster.revive()?;
+        if !revived.is_empty() {
+            say(
+                started,
+                &format!("started again after exiting: {revived:?}"),
+            );
+        }
+        tokio::time::sleep(rng.millis(1500, 5000)).await;
+    }
+    // Whatever planned database fault a short run has not reached yet still happens.
+    for (_, kind) in planned {
+        say(started, &format!("PostgreSQL {kind} (planned, late)"));
+        cluster.pg.stop().await?;
+        if kind == "outage" {
+            tokio::time::sleep(Duration::from_secs(25)).await;
+            faults.pg_outages += 1;
+        } else {
+            faults.pg_restarts += 1;
+        }
+        cluster.pg.resume().await?;
+    }
+
+    say(
+        started,
+        &format!("faults stop ({} in all); settling", faults.total()),
+    );
+    stop_load.cancel();
+    let _ = load.await;
+    cluster.proxy.restore();
+    cluster.revive()?;
+    sqlx::query("INSERT INTO paused_trigger_groups (group_name) VALUES ($1)")
+        .bind(workload::CHAOS_GROUP)
+        .execute(cluster.store.pool())
+        .await?;
+    let paused_at: jiff_sqlx::Timestamp = sqlx::query_scalar("SELECT now()")
+        .fetch_one(cluster.store.pool())
+        .await?;
+    let settled = wait_until(Duration::from_secs(300), "the system to settle", || async {
+        let live: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM tasks WHERE status IN ('waiting', 'ready', 'running', 'retrying')",
+        )
+        .fetch_one(cluster.store.pool())
+        .await?;
+        let unsent = chime_core::store::outbox::unsent_count(&cluster.store).await?;
+        Ok(live == 0 && unsent == 0)
+    })
+    .await;
+    if let Err(error) = settled {
+        say(started, &format!("{error:#}; checking anyway"));
+    }
+    let dead_letters = dead_letters(&topology).await?;
+    let submitted = activity
+        .lock()
+        .map(|a| a.submitted.clone())
+        .unwrap_or_default();
+    let kills = activity.lock().map(|a| a.kills).unwrap_or_default();
+    let (totals, violations) = invariants::check(
+        &cluster.store,
+        log,
+        paused_at.to_jiff(),
+        &submitted,
+        dead_letters,
+    )
+    .await?;
+    println!(
+        "chaos minutes={:.1} seed={} faults={} processes_killed={} sigterms={} broker_cuts={} \
+         pg_restarts={} pg_outages={} fires={} tasks={} attempts_executed={} submitted={} \
+         kills={} violations={}",
+        args.minutes,
+        args.seed,
+        faults.total(),
+        faults.kill9,
+        faults.sigterm,
+        faults.broker_cuts,
+        faults.pg_restarts,
+        faults.pg_outages,
+        totals.fires,
+        totals.tasks,
+        totals.executed,
+        submitted.len(),
+        kills,
+        violations.len()
+    );
+    for violation in &violations {
+        println!("violation: {violation}");
+    }
+    Ok(violations.is_empty())
+}
+
+/// How many messages wait in the run's dead-letter queue.
+async fn dead_letters(topology: &Topology) -> Result<i64> {
+    let conn = lapin::Connection::connect(
+        &chime_tests::server_urls().1,
+        lapin::ConnectionProperties::default(),
+    )
+    .await?;
+    let channel = conn.create_channel().await?;
+    let dead = channel
+        .queue_declare(
+            topology.dead_exchange().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await?;
+    let _ = conn.close(200, "done".into()).await;
+    Ok(i64::from(dead.message_count()))
+}
+
+/// Polls `check` every 200 ms until it holds, for up to `limit`.
+async fn wait_until<F, Fut>(limit: Duration, what: &str, mut check: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<bool>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(true) = check().await {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

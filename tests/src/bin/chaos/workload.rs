@@ -1,0 +1,394 @@
+//! The chaos suite's workload: ~200 triggers of all four kinds (some through a calendar) on jobs
+//! that succeed, fail and retry, reject and retry, or run one at a time; a dependency diamond
+//! with an hourly → daily period window fed by a backfill; ad-hoc submissions through the API and
+//! through raw AMQP (with ids), and kills. Every command appends a `start` and an `end` line to the
+//! side-effect log: `start|end TASK ATTEMPT JOB EPOCH_NS`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use chime_core::Store;
+use chime_core::bus::{Topology, publish_confirmed};
+use chime_core::schedule::CalendarSpec;
+use chime_core::store::calendars::{self, NamedCalendar};
+use chime_core::store::dependencies::{self, NewDependency, Window};
+use chime_core::store::jobs::{self, NewJob};
+use chime_core::store::triggers::{self, NewTrigger};
+use lapin::options::ConfirmSelectOptions;
+use lapin::types::FieldTable;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::Rng;
+
+/// The trigger group of the periodic triggers whose fires are checked against the schedule.
+pub const CHAOS_GROUP: &str = "chaos";
+/// The non-concurrent jobs.
+pub const ONE_AT_A_TIME: [&str; 2] = ["nc-0", "nc-1"];
+/// The downstream jobs of the diamond, and the days the backfill covers.
+pub const DIAMOND: [&str; 3] = ["daily-b", "daily-c", "daily-d"];
+/// The backfill's days.
+pub const DAYS: [&str; 2] = ["2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"];
+/// How many poison messages the run sends on purpose.
+pub const POISON: i64 = 2;
+
+/// A command that logs its start and end around `body`.
+fn logged(log: &Path, body: &str) -> String {
+    let log = log.display();
+    format!(
+        r#"printf 'start %s %s %s %s\n' "$CHIME_TASK_ID" "$CHIME_ATTEMPT" "$JOB" "$(date +%s%N)" >> {log}; {body}; rc=$?; printf 'end %s %s %s %s\n' "$CHIME_TASK_ID" "$CHIME_ATTEMPT" "$JOB" "$(date +%s%N)" >> {log}; exit $rc"#
+    )
+}
+
+fn shell(log: &Path, job: &str, body: &str) -> serde_json::Value {
+    json!({ "command": logged(log, body), "env": { "JOB": job } })
+}
+
+async fn job(store: &Store, name: &str, spec: serde_json::Value, setup: NewJob) -> Result<()> {
+    jobs::create(
+        store,
+        NewJob {
+            name: name.into(),
+            kind: "shell".into(),
+            spec,
+            ..setup
+        },
+    )
+    .await
+    .with_context(|| format!("creating job {name}"))?;
+    Ok(())
+}
+
+/// Creates the jobs, calendar, triggers, dependencies and backfill. Returns how many periodic
+/// triggers there are.
+pub async fn set_up(
+    store: &Store,
+    topology: &Topology,
+    log: &Path,
+    rng: &mut Rng,
+) -> Result<usize> {
+    calendars::create(
+        store,
+        NamedCalendar {
+            name: "quiet".into(),
+            description: "no fires in the last ten seconds of a minute".into(),
+            definition: serde_json::from_value::<CalendarSpec>(
+                json!({"kind": "cron", "cron": "50-59 * * ? * *", "time_zone": "UTC"}),
+            )?,
+        },
+    )
+    .await?;
+    let mut runners = Vec::new();
+    for n in 0..4 {
+        let name = format!("ok-{n}");
+        let group = if n < 2 { "default" } else { "etl" };
+        job(
+            store,
+            &name,
+            shell(log, &name, &format!("sleep {n}")),
+            NewJob {
+                worker_group: Some(group.into()),
+                requests_recovery: Some(n % 2 == 0),
+                ..NewJob::default()
+            },
+        )
+        .await?;
+        runners.push(name);
+    }
+    job(
+        store,
+        "flaky",
+        shell(log, "flaky", r#"sleep 1; [ "$CHIME_ATTEMPT" -ge 2 ]"#),
+        NewJob {
+            failed_retries: Some(2),
+            failed_interval_ms: Some(1000),
+            ..NewJob::default()
+        },
+    )
+    .await?;
+    job(
+        store,
+        "busy",
+        shell(
+            log,
+            "busy",
+            r#"if [ "$CHIME_ATTEMPT" = 1 ]; then exit 75; fi"#,
+        ),
+        NewJob {
+            reject_retries: Some(2),
+            reject_interval_ms: Some(1000),
+            worker_group: Some("etl".into()),
+            ..NewJob::default()
+        },
+    )
+    .await?;
+    runners.extend(["flaky".to_string(), "busy".to_string()]);
+    for name in ONE_AT_A_TIME {
+        job(
+            store,
+            name,
+            shell(log, name, "sleep 1"),
+            NewJob {
+                concurrent: Some(false),
+                requests_recovery: Some(true),
+                ..NewJob::default()
+            },
+        )
+        .await?;
+    }
+    // The periodic triggers: all four kinds, every fifth through the calendar.
+    // Whole seconds: the store keeps microseconds, and the check recomputes from what it kept.
+    let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())?;
+    let mut count = 0;
+    for i in 0..200 {
+        let job = if i < 6 {
+            ONE_AT_A_TIME[i % 2].to_string()
+        } else {
+            runners[rng.below(runners.len())].clone()
+        };
+        let period = [10, 15, 20, 30][rng.below(4)];
+        let offset = rng.below(period);
+        let start = now + jiff::SignedDuration::from_secs((offset + 2) as i64);
+        let schedule = match i % 4 {
+            0 => json!({"kind": "cron", "cron": format!("{offset}/{period} * * * * ?")}),
+            1 => json!({"kind": "simple", "interval_ms": period * 1000, "repeat_count": -1,
+                        "start_time": start}),
+            2 => json!({"kind": "calendar_interval", "interval": period, "unit": "second",
+                        "start_time": start}),
+            _ => json!({"kind": "daily_time_interval", "interval": period, "unit": "second",
+                        "start_time_of_day": "00:00:00", "end_time_of_day": "23:59:59",
+                        "start_time": start}),
+        };
+        triggers::create(
+            store,
+            NewTrigger {
+                group: Some(CHAOS_GROUP.into()),
+                name: format!("t{i}"),
+                job_group: None,
+                job,
+                schedule: serde_json::from_value(schedule)?,
+                calendar: (i % 5 == 4).then(|| "quiet".into()),
+                misfire_policy: None,
+                priority: None,
+                description: None,
+                data: serde_json::Value::Null,
+            },
+        )
+        .await?;
+        count += 1;
+    }
+    set_up_diamond(store, topology, log).await?;
+    Ok(count)
+}
+
+/// hourly → daily-b, daily-c (period window) → daily-d, fed by a two-day backfill of `hourly`.
+async fn set_up_diamond(store: &Store, topology: &Topology, log: &Path) -> Result<()> {
+    job(
+        store,
+        "hourly",
+        shell(log, "hourly", "true"),
+        NewJob {
+            data_time_period: Some("hour".into()),
+            ..NewJob::default()
+        },
+    )
+    .await?;
+    for name in DIAMOND {
+        job(
+            store,
+            name,
+            shell(log, name, "true"),
+            NewJob {
+                data_time_period: Some("day".into()),
+                ..NewJob::default()
+            },
+        )
+        .await?;
+    }
+    let depend = |job: &'static str, upstream: &'static str, window| async move {
+        dependencies::add(
+            store,
+            "default",
+            job,
+            NewDependency {
+                upstream: upstream.into(),
+                upstream_group: None,
+                window: Some(window),
+                on_upstream_failure: None,
+            },
+        )
+        .await
+        .with_context(|| format!("{job} depends on {upstream}"))
+    };
+    depend("daily-b", "hourly", Window::Period).await?;
+    depend("daily-c", "hourly", Window::Period).await?;
+    depend("daily-d", "daily-b", Window::Same).await?;
+    depend("daily-d", "daily-c", Window::Same).await?;
+    // Its trigger only says which hours exist; its group is paused so it never fires live.
+    sqlx::query("INSERT INTO paused_trigger_groups (group_name) VALUES ('deps')")
+        .execute(store.pool())
+        .await?;
+    triggers::create(
+        store,
+        NewTrigger {
+            group: Some("deps".into()),
+            name: "hourly".into(),
+            job_group: None,
+            job: "hourly".into(),
+            schedule: serde_json::from_value(
+                json!({"kind": "cron", "cron": "0 0 * * * ?", "start_time": "2025-12-31T00:00:00Z"}),
+            )?,
+            calendar: None,
+            misfire_policy: None,
+            priority: None,
+            description: None,
+            data: serde_json::Value::Null,
+        },
+    )
+    .await?;
+    chime_core::store::backfills::create(
+        store,
+        topology,
+        "default",
+        "hourly",
+        chime_core::store::backfills::NewBackfill {
+            from: DAYS[0].parse()?,
+            to: "2026-01-02T23:00:00Z".parse()?,
+            with_downstream: false,
+            parallelism: Some(4),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the ad-hoc and kill loops did.
+#[derive(Debug, Default)]
+pub struct Activity {
+    /// Submissions the API accepted or the broker confirmed: each must exist and end.
+    pub submitted: Vec<Uuid>,
+    /// Kills the API accepted.
+    pub kills: usize,
+}
+
+/// Submits ad-hoc tasks through the API and raw AMQP, alternately, every 500 ms; kills a long
+/// task now and then; until `stop`.
+pub async fn ad_hoc(
+    api_url: String,
+    topology: Topology,
+    store: Store,
+    log: std::path::PathBuf,
+    activity: Arc<Mutex<Activity>>,
+    stop: CancellationToken,
+) -> Result<()> {
+    let http = chime_tests::http();
+    let conn = lapin::Connection::connect(
+        &chime_tests::server_urls().1,
+        lapin::ConnectionProperties::default(),
+    )
+    .await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    for n in 0..POISON {
+        publish_confirmed(
+            &channel,
+            &topology.submit_exchange(),
+            &topology.submit_exchange(),
+            format!("this is not a task ({n})").as_bytes(),
+            FieldTable::default(),
+        )
+        .await?;
+    }
+    let mut n: u64 = 0;
+    while !stop.is_cancelled() {
+        n += 1;
+        let id = Uuid::now_v7();
+        let task = json!({
+            "v": 1, "id": id, "kind": "shell", "group": if n.is_multiple_of(3) { "etl" } else { "default" },
+            "spec": shell(&log, "adhoc", "sleep 0.2"),
+            "requests_recovery": n.is_multiple_of(2),
+        });
+        let accepted = if n.is_multiple_of(2) {
+            // The API may be down (killed, or the database away): the same id again is safe.
+            let mut accepted = false;
+            for _ in 0..3 {
+                let body = json!({
+                    "id": id, "kind": "shell", "group": task["group"], "spec": task["spec"],
+                    "requests_recovery": task["requests_recovery"],
+                });
+                match http
+                    .post(format!("{api_url}/api/v1/tasks"))
+                    .json(&body)
+                    .send()
+                    .await
+                {
+                    Ok(response) if response.status().is_success() => {
+                        accepted = true;
+                        break;
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(500)).await,
+                }
+            }
+            accepted
+        } else {
+            publish_confirmed(
+                &channel,
+                &topology.submit_exchange(),
+                &topology.submit_exchange(),
+                &serde_json::to_vec(&task)?,
+                FieldTable::default(),
+            )
+            .await
+            .is_ok()
+        };
+        if accepted && let Ok(mut activity) = activity.lock() {
+            activity.submitted.push(id);
+        }
+        if n.is_multiple_of(15) {
+            kill_one(&http, &api_url, &store, &activity).await;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+    let _ = conn.close(200, "done".into()).await;
+    Ok(())
+}
+
+/// Kills the newest live task of the longest job through the API (best effort: a fault may be
+/// in the way).
+async fn kill_one(
+    http: &reqwest::Client,
+    api_url: &str,
+    store: &Store,
+    activity: &Arc<Mutex<Activity>>,
+) {
+    let victim: Option<Uuid> = sqlx::query_scalar(
+        "SELECT t.id FROM tasks t JOIN jobs j ON j.id = t.job_id
+         WHERE j.name = 'ok-3' AND t.status IN ('ready', 'running')
+         ORDER BY t.id DESC LIMIT 1",
+    )
+    .fetch_optional(store.pool())
+    .await
+    .ok()
+    .flatten();
+    let Some(id) = victim else {
+        return;
+    };
+    if let Ok(response) = http
+        .post(format!("{api_url}/api/v1/tasks/{id}/kill"))
+        .json(&json!({}))
+        .send()
+        .await
+        && response.status().is_success()
+        && let Ok(mut activity) = activity.lock()
+    {
+        activity.kills += 1;
+    }
+}
