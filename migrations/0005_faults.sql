@@ -3,6 +3,9 @@
 
 -- The scheduler's pass that lets a blocked trigger fire once its job is free again.
 CREATE INDEX triggers_blocked ON triggers (job_id) WHERE state = 'blocked';
+-- Whether a job has a live task (non-concurrent jobs, the unblock pass): found without walking
+-- the job's whole history.
+CREATE INDEX tasks_live_by_job ON tasks (job_id) WHERE status IN ('ready', 'running', 'retrying');
 
 -- A worker holds a session-level advisory lock on this key on its own PostgreSQL connection for as
 -- long as it lives; PostgreSQL releases it the moment the process dies, which is how recovery

@@ -22,7 +22,7 @@ impl PrivatePostgres {
         let bin = binaries()?;
         let dir = std::env::temp_dir().join(format!("chime-pg-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir)?;
-        let port = crate::free_port()?;
+        let port = port_outside_ephemeral_range()?;
         let server = Self { dir, bin, port };
         if is_root() {
             let status = tokio::process::Command::new("chown")
@@ -170,6 +170,20 @@ fn binaries() -> Result<PathBuf> {
         .output()
         .context("no PostgreSQL binaries under /usr/lib/postgresql, and no pg_config")?;
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// A free port below Linux's ephemeral range (32768 and up), where other tests pick theirs by
+/// binding port 0: a port chosen there could be taken by a test's API between its choice and
+/// PostgreSQL's bind.
+fn port_outside_ephemeral_range() -> Result<u16> {
+    let seed = uuid::Uuid::now_v7().as_u64_pair().1;
+    for n in 0..200u64 {
+        let port = 15_000 + ((seed.wrapping_add(n * 7919)) % 15_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free port between 15000 and 30000")
 }
 
 fn is_root() -> bool {

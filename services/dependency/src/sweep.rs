@@ -27,13 +27,14 @@ const SWEEP_LOCK: i64 = 0x6368_696d_6573_7765; // "chimeswe"
 pub async fn run(store: Store, topology: Topology, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(SWEEP_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut cursor = None;
     async {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            match sweep(&store, &topology).await {
+            match sweep(&store, &topology, &mut cursor).await {
                 Ok(0) => {}
                 Ok(moved) => {
                     info!(moved, "sweep advanced what events had not");
@@ -49,8 +50,17 @@ pub async fn run(store: Store, topology: Topology, shutdown: CancellationToken) 
     .await
 }
 
-/// One sweep; returns how many (job, data time) advanced and backfill tasks were promoted.
-pub async fn sweep(store: &Store, topology: &Topology) -> Result<usize, StoreError> {
+/// Where a sweep stopped: the last (job, data time) it evaluated. More waiting pairs than one
+/// sweep evaluates are taken page by page, so none is left out for ever.
+pub type Cursor = Option<(i64, jiff_sqlx::Timestamp)>;
+
+/// One sweep, from `cursor` on (moved to where it stopped, or back to the start); returns how
+/// many (job, data time) advanced and backfill tasks were promoted.
+pub async fn sweep(
+    store: &Store,
+    topology: &Topology,
+    cursor: &mut Cursor,
+) -> Result<usize, StoreError> {
     let mut lock = store.begin().await?;
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
         .bind(SWEEP_LOCK)
@@ -60,17 +70,26 @@ pub async fn sweep(store: &Store, topology: &Topology) -> Result<usize, StoreErr
     if !locked {
         return Ok(0);
     }
+    let (after_job, after_time) = cursor.unzip();
     let waiting: Vec<(i64, jiff_sqlx::Timestamp)> = sqlx::query_as(
         "SELECT DISTINCT job_id, data_time FROM tasks
          WHERE status = 'waiting' AND backfill_id IS NULL AND job_id IS NOT NULL
            AND data_time IS NOT NULL AND created_at < now() - make_interval(secs => $1)
+           AND ($3::bigint IS NULL OR (job_id, data_time) > ($3, $4))
+         ORDER BY job_id, data_time
          LIMIT $2",
     )
     .bind(SETTLE.as_secs_f64())
     .bind(BATCH)
+    .bind(after_job)
+    .bind(after_time)
     .fetch_all(store.pool())
     .await
     .context("finding waiting tasks")?;
+    *cursor = match waiting.last() {
+        Some(last) if waiting.len() as i64 == BATCH => Some(*last),
+        _ => None,
+    };
     let mut moved = 0;
     for (job_id, data_time) in waiting {
         if crate::advance::advance(store, topology, job_id, data_time.to_jiff(), None).await? {

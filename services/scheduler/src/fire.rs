@@ -139,11 +139,11 @@ pub async fn fire_due(
         acquired: due.len(),
         ..Round::default()
     };
+    mark_busy_jobs(&mut tx, &mut due).await?;
     if due.is_empty() {
         tx.commit().await.context("committing")?;
         return Ok(round);
     }
-    mark_busy_jobs(&mut tx, &mut due).await?;
     let horizon = now + SignedDuration::try_from(settings.lookahead).unwrap_or_default();
     let threshold = SignedDuration::try_from(settings.misfire_threshold).unwrap_or_default();
     let mut fires = Vec::new();
@@ -183,12 +183,15 @@ pub async fn fire_due(
 
 /// Non-concurrent jobs are decided under their job's row lock: the busy flag read with the due
 /// triggers comes from a snapshot taken before another instance (holding other triggers of the
-/// same job, which `SKIP LOCKED` hid from this one) committed its fire. Locking the jobs, in id
-/// order so instances cannot deadlock, and reading their live tasks in a statement after the lock
-/// sees every fire committed before, and holds off every fire after, this round's commit.
+/// same job, which `SKIP LOCKED` hid from this one) committed its fire. Locking the jobs and
+/// reading their live tasks in a statement after the lock sees every fire committed before, and
+/// holds off every fire after, this round's commit. A job locked by someone else (another
+/// instance's round, or a job being paused or deleted, which locks the job before its triggers)
+/// is skipped, not waited for: its triggers are left for the next round, so no lock order can
+/// deadlock.
 async fn mark_busy_jobs(
     tx: &mut sqlx::PgConnection,
-    due: &mut [DueTrigger],
+    due: &mut Vec<DueTrigger>,
 ) -> Result<(), StoreError> {
     let mut jobs: Vec<i64> = due
         .iter()
@@ -200,11 +203,17 @@ async fn mark_busy_jobs(
     }
     jobs.sort_unstable();
     jobs.dedup();
-    sqlx::query("SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE")
-        .bind(&jobs)
-        .execute(&mut *tx)
-        .await
-        .context("locking non-concurrent jobs")?;
+    let locked: HashSet<i64> = sqlx::query_scalar(
+        "SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+    )
+    .bind(&jobs)
+    .fetch_all(&mut *tx)
+    .await
+    .context("locking non-concurrent jobs")?
+    .into_iter()
+    .collect();
+    due.retain(|t| t.concurrent || locked.contains(&t.job_id));
+    let jobs: Vec<i64> = locked.into_iter().collect();
     let busy: HashSet<i64> = sqlx::query_scalar(
         "SELECT DISTINCT job_id FROM tasks
          WHERE job_id = ANY($1) AND status IN ('ready', 'running', 'retrying')",

@@ -3,7 +3,8 @@
 //! Every [`workers::HEARTBEAT_INTERVAL`] one instance at a time (an advisory lock) declares dead
 //! the workers whose liveness lock is free and heartbeat stale, and recovers their attempts
 //! (`task_lifecycle::recover_lost_attempts`): a worker killed with -9 is noticed in about two
-//! seconds. Less often, ready tasks that no worker started for `republish_after`, in groups whose
+//! seconds — but only once this instance's own recovery session has lived
+//! [`workers::RESTART_GRACE`], so a database restart never makes live workers look dead. Less often, ready tasks that no worker started for `republish_after`, in groups whose
 //! queue is empty, get their message again (`task_lifecycle::republish_stale_ready`): whatever the
 //! bus lost — a message dead-lettered during an outage, a deleted queue — the row brings back.
 
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use chime_core::bus::Broker;
 use chime_core::store::{Store, StoreError, task_lifecycle, workers};
+use sqlx::{ConnectOptions, PgConnection};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
@@ -31,6 +33,10 @@ pub async fn run(
     let mut tick = tokio::time::interval(workers::HEARTBEAT_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_republish = tokio::time::Instant::now();
+    // Recovery runs on a session of its own, whose age is the guard against false deaths: it
+    // breaks whenever the database restarts, recovers from a crash or fails over, and no worker
+    // is declared dead until it has lived RESTART_GRACE again.
+    let mut session: Option<(PgConnection, tokio::time::Instant)> = None;
     async {
         loop {
             tokio::select! {
@@ -40,17 +46,47 @@ pub async fn run(
             if let Err(error) = workers::mark_disconnected(&store, workers::STALE_AFTER).await {
                 warn!(%error, "marking silent workers disconnected failed");
             }
+            if session.is_none() {
+                match store
+                    .pool()
+                    .connect_options()
+                    .as_ref()
+                    .clone()
+                    .connect()
+                    .await
+                {
+                    Ok(conn) => session = Some((conn, tokio::time::Instant::now())),
+                    Err(error) => {
+                        warn!(%error, "cannot open the recovery session");
+                        continue;
+                    }
+                }
+            }
+            let Some((conn, since)) = session.as_mut() else {
+                continue;
+            };
             let scope = task_lifecycle::LostScope::All {
                 limit: RECOVERY_BATCH,
             };
-            match task_lifecycle::recover_lost_attempts(&store, broker.topology(), scope).await {
+            let may_declare_dead = since.elapsed() >= workers::RESTART_GRACE;
+            match task_lifecycle::recover_lost_attempts(
+                conn,
+                broker.topology(),
+                scope,
+                may_declare_dead,
+            )
+            .await
+            {
                 Ok(0) => {}
                 Ok(recovered) => {
                     info!(recovered, "recovered attempts of vanished workers");
                     metrics::counter!("chime_scheduler_attempts_recovered_total")
                         .increment(recovered as u64);
                 }
-                Err(error) => warn!(%error, "recovering lost attempts failed"),
+                Err(error) => {
+                    warn!(%error, "recovering lost attempts failed; opening a new session");
+                    session = None;
+                }
             }
             if last_republish.elapsed() >= REPUBLISH_EVERY {
                 last_republish = tokio::time::Instant::now();

@@ -44,7 +44,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             return requeue(&delivery).await;
         };
         let key = (message.task_id, message.attempt);
-        let Some(kill) = worker.hold(key) else {
+        let Some((kill, abandon)) = worker.hold(key) else {
             debug!("this worker holds the attempt already (a duplicate delivery); dropping");
             metrics::counter!("chime_worker_duplicates_total").increment(1);
             ack(&delivery).await;
@@ -72,7 +72,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         }
         metrics::gauge!("chime_worker_running").increment(1.0);
         let started_at = std::time::Instant::now();
-        let attempt = Attempt::new(message, worker.stop_attempts.child_token(), kill);
+        let attempt = Attempt::new(message, abandon, kill);
         let end = worker.executors.execute(&attempt).await;
         worker.set_phase(key, Phase::Ending);
         metrics::gauge!("chime_worker_running").decrement(1.0);
@@ -116,8 +116,8 @@ async fn start(worker: &Worker, key: (uuid::Uuid, i32)) -> Option<bool> {
 }
 
 /// A redelivered message whose attempt is `running` under another worker: RabbitMQ redelivers
-/// when that worker's channel closed. If the worker is gone (offline, or its heartbeat stale) the
-/// attempt is recovered now: re-run with `requests_recovery`, else the failed policy. A worker
+/// when that worker's channel closed. If the worker is gone (declared offline) the attempt is
+/// recovered now: re-run with `requests_recovery`, else the failed policy. A worker
 /// whose connection merely blipped still heartbeats and keeps its attempt (a closed broker
 /// connection alone does not prove the process died), so the scheduler's periodic recovery
 /// handles the rest.
@@ -127,7 +127,18 @@ async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
         task_id: message.task_id,
         attempt: message.attempt,
     };
-    match task_lifecycle::recover_lost_attempts(&worker.store, worker.topology(), scope).await {
+    // Only an attempt of a worker already declared gone (this pool's sessions carry no restart
+    // guard, so declaring is the scheduler's recovery's alone).
+    let recovered = async {
+        let mut conn = worker.store.pool().acquire().await.map_err(|source| {
+            chime_core::store::StoreError::Database {
+                context: "acquiring a connection",
+                source,
+            }
+        })?;
+        task_lifecycle::recover_lost_attempts(&mut conn, worker.topology(), scope, false).await
+    };
+    match recovered.await {
         Ok(0) => {}
         Ok(_) => {
             info!("recovered the attempt of a worker that is gone");

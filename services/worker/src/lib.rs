@@ -65,11 +65,15 @@ enum Phase {
     Ending,
 }
 
-/// An attempt this worker holds, and how to kill it.
+/// An attempt this worker holds, and how to stop it.
 #[derive(Debug)]
 struct HeldAttempt {
     phase: Phase,
+    /// Cancelled by a kill request: the attempt ends `killed`.
     kill: CancellationToken,
+    /// Cancelled when the worker gives the attempt up (shutdown past its grace, or self-fencing):
+    /// it ends as a lost attempt, never as the job's failure.
+    abandon: CancellationToken,
 }
 
 /// A task's attempt: what the worker holds attempts by.
@@ -114,22 +118,41 @@ impl Worker {
         }
     }
 
-    /// Takes hold of an attempt before asking to start it; false if this worker holds it already
-    /// (a duplicate delivery: the first one runs it). Returns the token that kills it.
-    fn hold(&self, key: AttemptKey) -> Option<CancellationToken> {
+    /// Takes hold of an attempt before asking to start it; None if this worker holds it already
+    /// (a duplicate delivery: the first one runs it). Returns the tokens that kill it and that
+    /// abandon it.
+    fn hold(&self, key: AttemptKey) -> Option<(CancellationToken, CancellationToken)> {
         let mut held = self.held.lock().ok()?;
         if held.contains_key(&key) {
             return None;
         }
         let kill = CancellationToken::new();
+        let abandon = self.stop_attempts.child_token();
         held.insert(
             key,
             HeldAttempt {
                 phase: Phase::Starting,
                 kill: kill.clone(),
+                abandon: abandon.clone(),
             },
         );
-        Some(kill)
+        Some((kill, abandon))
+    }
+
+    /// Abandons running attempts — `only` these, or all of them — (self-fencing); returns how
+    /// many.
+    fn abandon(&self, only: Option<&[AttemptKey]>) -> usize {
+        let Ok(held) = self.held.lock() else {
+            return 0;
+        };
+        let mut abandoned = 0;
+        for (key, attempt) in held.iter() {
+            if attempt.phase == Phase::Running && only.is_none_or(|keys| keys.contains(key)) {
+                attempt.abandon.cancel();
+                abandoned += 1;
+            }
+        }
+        abandoned
     }
 
     /// Moves a held attempt to `phase`.
@@ -255,12 +278,34 @@ pub async fn run(
     let span = info_span!("worker", name = %worker.identity.name);
     async {
         info!(groups = ?settings.groups, concurrency = settings.concurrency, "worker online");
+        // No delivery is taken before the worker holds its liveness lock: an attempt started
+        // without it could be recovered as a dead worker's.
+        let session = loop {
+            match tokio::time::timeout(
+                HEARTBEAT_TIMEOUT,
+                workers::LivenessSession::open(&worker.store, liveness_key),
+            )
+            .await
+            {
+                Ok(Ok(session)) => break session,
+                Ok(Err(error)) => warn!(%error, "cannot open the liveness session; retrying"),
+                Err(_) => warn!("opening the liveness session timed out; retrying"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => {
+                    let _ = workers::set_status(&worker.store, worker.identity.id, "offline").await;
+                    return;
+                }
+                _ = tokio::time::sleep(workers::HEARTBEAT_INTERVAL) => {}
+            }
+        };
         // The liveness session and its heartbeats go on while draining: a long task must not
         // make its worker look dead.
         let stop_heartbeat = CancellationToken::new();
         let heartbeat = tokio::spawn(liveness_loop(
             worker.clone(),
             liveness_key,
+            session,
             stop_heartbeat.clone(),
         ));
         let consumers = TaskTracker::new();
@@ -348,19 +393,25 @@ fn rand_key() -> i64 {
     i64::from_ne_bytes(bits.to_ne_bytes())
 }
 
-/// How long one heartbeat (or opening the session) may take before the session is presumed
-/// broken and opened again.
+/// How long opening the liveness session may take before it is tried again.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Holds the worker's liveness session (its advisory lock) and heartbeats over it; acts on what
 /// each heartbeat learns: kills whose command was missed, attempts taken from this worker
-/// (killed at once), attempts running here that it does not hold (released once seen twice:
+/// (abandoned at once), attempts running here that it does not hold (released once seen twice:
 /// an attempt whose start was being committed when the first heartbeat looked is held by the
-/// second).
-async fn liveness_loop(worker: Arc<Worker>, key: i64, stop: CancellationToken) {
+/// second). A session that fails is opened again at once; a heartbeat that hangs for
+/// [`workers::HEARTBEAT_HANG`] abandons every running attempt first, since the server may be
+/// about to release the lock.
+async fn liveness_loop(
+    worker: Arc<Worker>,
+    key: i64,
+    first: workers::LivenessSession,
+    stop: CancellationToken,
+) {
     let mut tick = tokio::time::interval(workers::HEARTBEAT_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut session: Option<workers::LivenessSession> = None;
+    let mut session: Option<workers::LivenessSession> = Some(first);
     let mut suspects: HashSet<AttemptKey> = HashSet::new();
     async {
         loop {
@@ -378,11 +429,18 @@ async fn liveness_loop(worker: Arc<Worker>, key: i64, stop: CancellationToken) {
                     .await;
                     match opened {
                         Ok(Ok(opened)) => {
-                            info!("liveness session open");
+                            info!("liveness session open again");
                             session.insert(opened)
                         }
                         Ok(Err(error)) => {
-                            warn!(%error, "cannot open the liveness session; retrying");
+                            if workers::LivenessSession::refused_by_live_server(&error) {
+                                let abandoned = worker.abandon(None);
+                                warn!(%error, abandoned, "the database is up but refuses the liveness session; abandoning running attempts");
+                                metrics::counter!("chime_worker_self_fenced_total")
+                                    .increment(abandoned as u64);
+                            } else {
+                                warn!(%error, "cannot open the liveness session; retrying");
+                            }
                             continue;
                         }
                         Err(_) => {
@@ -399,7 +457,7 @@ async fn liveness_loop(worker: Arc<Worker>, key: i64, stop: CancellationToken) {
                 "online"
             };
             let beat = tokio::time::timeout(
-                HEARTBEAT_TIMEOUT,
+                workers::HEARTBEAT_HANG,
                 live.heartbeat(worker.identity.id, status, &running, &all),
             )
             .await;
@@ -408,11 +466,15 @@ async fn liveness_loop(worker: Arc<Worker>, key: i64, stop: CancellationToken) {
                 Ok(Err(error)) => {
                     warn!(%error, "heartbeat failed; opening a new liveness session");
                     session = None;
+                    tick.reset_immediately();
                     continue;
                 }
                 Err(_) => {
-                    warn!("heartbeat timed out; opening a new liveness session");
+                    let abandoned = worker.abandon(None);
+                    warn!(abandoned, "heartbeat hung; abandoning running attempts before the lock may go");
+                    metrics::counter!("chime_worker_self_fenced_total").increment(abandoned as u64);
                     session = None;
+                    tick.reset_immediately();
                     continue;
                 }
             };
@@ -422,10 +484,11 @@ async fn liveness_loop(worker: Arc<Worker>, key: i64, stop: CancellationToken) {
                     info!(%task_id, attempt, "killing a task whose kill command was missed");
                 }
             }
-            for (task_id, attempt) in beat.taken {
-                if worker.kill(task_id, attempt) {
-                    warn!(%task_id, attempt, "this attempt was recovered elsewhere (the worker was presumed dead); killing it");
-                    metrics::counter!("chime_worker_self_fenced_total").increment(1);
+            if !beat.taken.is_empty() {
+                let abandoned = worker.abandon(Some(&beat.taken));
+                if abandoned > 0 {
+                    warn!(abandoned, "attempts were recovered elsewhere (this worker was presumed dead); killing them");
+                    metrics::counter!("chime_worker_self_fenced_total").increment(abandoned as u64);
                 }
             }
             let unheld: HashSet<AttemptKey> = beat.unheld.into_iter().collect();

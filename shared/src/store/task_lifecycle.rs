@@ -287,6 +287,9 @@ pub async fn start_attempts(
             UPDATE tasks t SET status = 'running', worker_id = $3, started_at = now()
             FROM wanted w
             WHERE t.id = w.id AND t.attempt = w.attempt AND t.status = 'ready'
+              -- a worker declared dead starts nothing until its heartbeat brings it back
+              AND EXISTS (SELECT 1 FROM workers k
+                          WHERE k.id = $3 AND k.status IN ('online', 'draining'))
             RETURNING t.id, t.attempt, t.started_at
         ), opened AS (
             INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name, started_at)
@@ -764,26 +767,30 @@ pub enum Release {
 /// that requests recovery runs again as the next attempt; otherwise the failed budget decides
 /// (reason `lost`). One caller at a time (advisory lock); returns how many were recovered.
 ///
-/// A worker is gone when it said so (`offline`), or when its liveness lock is free and its
-/// heartbeat older than [`workers::LIVENESS_GRACE`] while the database has been up longer than
-/// [`workers::RESTART_GRACE`] (see `workers.rs`); such a worker is marked `offline` here, with its
-/// lock held until commit so that it cannot come back half-way. A worker presumed dead that comes
-/// back finds its attempts fenced off (every worker write names task, attempt and worker) and
-/// kills them on its next heartbeat.
+/// A worker is gone when it said so (`offline`), or — only if `may_declare_dead` — when its
+/// liveness lock is free and its heartbeat older than [`workers::LIVENESS_GRACE`] (see
+/// `workers.rs`); such a worker is marked `offline` here, with its lock held until commit so that
+/// it cannot come back half-way. The caller passes `may_declare_dead` only once its own session to
+/// the database has lived [`workers::RESTART_GRACE`]: after a restart, a crash recovery or a
+/// failover every lock is free until its worker reconnects, and the caller's session broke too.
+/// A worker presumed dead that comes back finds its attempts fenced off (every worker write names
+/// task, attempt and worker) and kills them on its next heartbeat.
 ///
 /// [`workers::LIVENESS_GRACE`]: super::workers::LIVENESS_GRACE
 /// [`workers::RESTART_GRACE`]: super::workers::RESTART_GRACE
 pub async fn recover_lost_attempts(
-    store: &Store,
+    conn: &mut sqlx::PgConnection,
     topology: &Topology,
     scope: LostScope,
+    may_declare_dead: bool,
 ) -> Result<usize, StoreError> {
-    use super::workers::{LIVENESS_GRACE, RESTART_GRACE, STALE_AFTER};
+    use super::workers::{LIVENESS_GRACE, STALE_AFTER};
+    use sqlx::Connection;
     let (only_task, only_attempt, limit) = match scope {
         LostScope::All { limit } => (None, None, limit),
         LostScope::Attempt { task_id, attempt } => (Some(task_id), Some(attempt), 1),
     };
-    let mut tx = store.begin().await?;
+    let mut tx = conn.begin().await.context("starting a transaction")?;
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
         .bind(RECOVERY_LOCK)
         .fetch_one(&mut *tx)
@@ -792,25 +799,26 @@ pub async fn recover_lost_attempts(
     if !locked {
         return Ok(0);
     }
-    // The CASE orders the tests: a worker's lock is tried only once its heartbeat is stale and the
-    // database old enough, and a lock taken stays taken until this transaction ends.
-    sqlx::query(
-        r#"
-        UPDATE workers w SET status = 'offline', stopped_at = now()
-        WHERE w.status IN ('online', 'draining', 'disconnected')
-          AND w.last_heartbeat < now() - make_interval(secs => $1)
-          AND CASE
-              WHEN w.liveness_key IS NULL THEN w.last_heartbeat < now() - make_interval(secs => $2)
-              WHEN now() - pg_postmaster_start_time() < make_interval(secs => $3) THEN false
-              ELSE pg_try_advisory_xact_lock(w.liveness_key) END
-        "#,
-    )
-    .bind(LIVENESS_GRACE.as_secs_f64())
-    .bind(STALE_AFTER.as_secs_f64())
-    .bind(RESTART_GRACE.as_secs_f64())
-    .execute(&mut *tx)
-    .await
-    .context("declaring dead workers")?;
+    if may_declare_dead {
+        // The CASE orders the tests: a worker's lock is tried only once its heartbeat is stale,
+        // and a lock taken stays taken until this transaction ends.
+        sqlx::query(
+            r#"
+            UPDATE workers w SET status = 'offline', stopped_at = now()
+            WHERE w.status IN ('online', 'draining', 'disconnected')
+              AND w.last_heartbeat < now() - make_interval(secs => $1)
+              AND CASE
+                  WHEN w.liveness_key IS NULL
+                      THEN w.last_heartbeat < now() - make_interval(secs => $2)
+                  ELSE pg_try_advisory_xact_lock(w.liveness_key) END
+            "#,
+        )
+        .bind(LIVENESS_GRACE.as_secs_f64())
+        .bind(STALE_AFTER.as_secs_f64())
+        .execute(&mut *tx)
+        .await
+        .context("declaring dead workers")?;
+    }
     let lost: Vec<(Uuid, i32)> = sqlx::query_as(
         r#"
         SELECT t.id, t.attempt

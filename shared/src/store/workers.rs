@@ -11,12 +11,14 @@
 //! ([`LivenessSession`]) and heartbeats over it. PostgreSQL releases the lock the moment the
 //! process dies, so recovery (`task_lifecycle::recover_lost_attempts`) declares a worker dead when
 //! its lock is free *and* its heartbeat is older than [`LIVENESS_GRACE`] — in seconds, not tens of
-//! seconds — but never within [`RESTART_GRACE`] of the database's own start (after a restart every
-//! lock is free until its worker reconnects), and never while the lock is held (a worker cut off
-//! from the database keeps its session, and its attempts, until PostgreSQL drops the connection).
-//! Recovery takes the dead worker's lock for its transaction, so a worker that reconnects at that
-//! moment waits, then learns from its first heartbeat which attempts were taken from it and kills
-//! them at once (self-fencing).
+//! seconds — but never before the recoverer's own session has lived [`RESTART_GRACE`] (after a
+//! restart, crash recovery or failover of the database every lock is free until its worker
+//! reconnects, and the recoverer's session broke too), and never while the lock is held. The
+//! session asks the server to probe it often (TCP keepalives), so a worker whose host vanished
+//! loses its lock in about twenty seconds; a worker whose heartbeat hangs that long kills its
+//! attempts first (self-fencing), since its lock may be about to go. Recovery takes the dead
+//! worker's lock for its transaction, so a worker that reconnects at that moment waits, then
+//! learns from its first heartbeat which attempts were taken from it and kills them at once.
 
 use std::time::Duration;
 
@@ -33,9 +35,12 @@ pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 /// A worker whose liveness lock is free is dead once its last heartbeat is older than this: long
 /// enough for a worker whose session merely broke to reconnect and beat again.
 pub const LIVENESS_GRACE: Duration = Duration::from_millis(1500);
-/// No worker is declared dead by its free lock until the database has been up this long: after a
-/// restart every lock is free until its worker reconnects.
+/// No worker is declared dead by its free lock until the recoverer's own session has been up this
+/// long: after a restart every lock is free until its worker reconnects.
 pub const RESTART_GRACE: Duration = Duration::from_secs(20);
+/// A heartbeat that has not answered for this long is given up: the worker kills its attempts
+/// (its lock may be released by the server's keepalive soon after) and opens a new session.
+pub const HEARTBEAT_HANG: Duration = Duration::from_secs(7);
 /// A live worker whose last heartbeat is older than this is shown `disconnected`; a worker row
 /// without a liveness key (written by an older version) is dead past it.
 pub const STALE_AFTER: Duration = Duration::from_secs(15);
@@ -145,6 +150,17 @@ impl LivenessSession {
             .connect()
             .await
             .context("opening the liveness session")?;
+        // The server probes an idle peer after 10 s, every 3 s, 3 times: a lock held by a host
+        // that vanished without closing its connection is released in about 20 s, after the
+        // worker (if it still lives) has given up on a heartbeat hung for HEARTBEAT_HANG.
+        sqlx::query(
+            "SELECT set_config('tcp_keepalives_idle', '10', false),
+                    set_config('tcp_keepalives_interval', '3', false),
+                    set_config('tcp_keepalives_count', '3', false)",
+        )
+        .execute(&mut conn)
+        .await
+        .context("setting the liveness session's keepalives")?;
         sqlx::query("SELECT pg_advisory_lock($1)")
             .bind(key)
             .execute(&mut conn)
@@ -205,6 +221,21 @@ impl LivenessSession {
             }
         }
         Ok(beat)
+    }
+
+    /// Whether a failure to open the session proves the server is up and refusing this worker
+    /// (too many connections, authentication): then recovery, which can reach it, may declare
+    /// the worker dead, and the worker must give its attempts up at once. A server that is down,
+    /// shutting down or starting up (SQLSTATE class 57), or unreachable, proves nothing: nobody
+    /// can recover the worker meanwhile, and recovery waits after the database returns.
+    pub fn refused_by_live_server(error: &StoreError) -> bool {
+        match error {
+            StoreError::Database { source, .. } => source
+                .as_database_error()
+                .and_then(|e| e.code())
+                .is_some_and(|code| !code.starts_with("57")),
+            _ => false,
+        }
     }
 
     /// Closes the connection, releasing the lock.

@@ -107,16 +107,21 @@ async fn a_non_concurrent_job_runs_alone_under_two_schedulers() -> Result<()> {
     })
     .await?;
     env.stop().await?;
-    // Each task's life, from its creation (ready) to its end, is apart from every other's.
-    let lives: Vec<(jiff_sqlx::Timestamp, Option<jiff_sqlx::Timestamp>)> =
-        sqlx::query_as("SELECT created_at, finished_at FROM tasks ORDER BY created_at")
-            .fetch_all(env.store.pool())
-            .await?;
+    // Each task's life, from its start to its end, is apart from every other's. (Times are
+    // transactions' start times: a task's start follows the publish of its message, which
+    // follows the commit that made it ready, which the job's lock orders after the previous
+    // task's end; its creation time is the firing transaction's start, which may precede that.)
+    let lives: Vec<(jiff_sqlx::Timestamp, Option<jiff_sqlx::Timestamp>)> = sqlx::query_as(
+        "SELECT started_at, finished_at FROM tasks WHERE started_at IS NOT NULL
+             ORDER BY started_at",
+    )
+    .fetch_all(env.store.pool())
+    .await?;
     for pair in lives.windows(2) {
         let previous_end = pair[0].1.map(|t| t.to_jiff());
         assert!(
             previous_end.is_some_and(|end| pair[1].0.to_jiff() >= end),
-            "two live tasks at once: one created {} ended {:?}, the next created {}",
+            "two live tasks at once: one started {} ended {:?}, the next started {}",
             pair[0].0.to_jiff(),
             previous_end,
             pair[1].0.to_jiff()

@@ -424,7 +424,17 @@ async fn a_start_asked_again_by_its_worker_is_its_own_and_no_one_elses() -> Resu
         id: Uuid::now_v7(),
         name: name.into(),
     };
-    let mine = identity("mine");
+    let (mine, other) = (identity("mine"), identity("other"));
+    for worker in [&mine, &other] {
+        sqlx::query(
+            "INSERT INTO workers (id, name, host, pid, groups, kinds, concurrency, status, version)
+             VALUES ($1, $2, 'here', 1, '{default}', '{noop}', 1, 'online', 'test')",
+        )
+        .bind(worker.id)
+        .bind(&worker.name)
+        .execute(env.store.pool())
+        .await?;
+    }
     let start = |worker: &chime_core::store::task_lifecycle::WorkerIdentity, n: usize| {
         let (store, worker) = (env.store.clone(), worker.clone());
         let asks = vec![(task.id, 1); n];

@@ -17,8 +17,27 @@ use crate::workload::{CHAOS_GROUP, DAYS, DIAMOND, ONE_AT_A_TIME, POISON};
 #[derive(Debug, Default, Clone)]
 struct Run {
     starts: Vec<i128>,
-    ends: Vec<i128>,
+    /// The last moment it was seen running (its last line of any kind).
+    last: i128,
     job: String,
+}
+
+/// Whether runs, in order of their first start, overlap: one starts before an earlier one was
+/// last seen running. Returns the first such pair's indexes.
+fn first_overlap(runs: &[&Run]) -> Option<(usize, usize)> {
+    let mut latest: Option<(usize, i128)> = None;
+    for (i, run) in runs.iter().enumerate() {
+        let start = run.starts.first().copied().unwrap_or(run.last);
+        if let Some((j, last)) = latest
+            && start < last
+        {
+            return Some((j, i));
+        }
+        if latest.is_none_or(|(_, last)| run.last > last) {
+            latest = Some((i, run.last));
+        }
+    }
+    None
 }
 
 /// Counts for the summary line.
@@ -201,19 +220,23 @@ async fn nothing_ran_twice(
         by_task.entry(*task).or_default().push((*attempt, run));
     }
     for (task, mut attempts) in by_task {
-        attempts.sort_by_key(|(_, run)| run.starts.first().copied().unwrap_or(0));
-        for pair in attempts.windows(2) {
-            let (a, first) = pair[0];
-            let (b, second) = pair[1];
-            if let (Some(end), Some(next)) = (first.ends.last(), second.starts.first())
-                && end > next
-            {
-                violations.push(format!(
-                    "3: task {task} ({}) ran attempts {a} and {b} at the same time",
-                    first.job
-                ));
-            }
+        attempts.sort_by_key(|(_, run)| run.starts.first().copied().unwrap_or(run.last));
+        let ordered: Vec<&Run> = attempts.iter().map(|(_, run)| *run).collect();
+        if let Some((i, j)) = first_overlap(&ordered) {
+            violations.push(format!(
+                "3: task {task} ({}) ran attempts {} and {} at the same time",
+                ordered[i].job, attempts[i].0, attempts[j].0
+            ));
         }
+    }
+    let open: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM task_attempts a JOIN tasks t ON t.id = a.task_id
+         WHERE a.outcome IS NULL",
+    )
+    .fetch_one(store.pool())
+    .await?;
+    if open > 0 {
+        violations.push(format!("3: {open} attempts were never closed"));
     }
     let doubles: Vec<(Uuid, i64)> = sqlx::query_as(
         "SELECT task_id, count(*) FROM task_attempts WHERE outcome = 'succeeded'
@@ -227,7 +250,7 @@ async fn nothing_ran_twice(
     let unjustified: Vec<(Uuid, i32, Option<String>)> = sqlx::query_as(
         "SELECT a.task_id, a.attempt, a.outcome FROM task_attempts a JOIN tasks t ON t.id = a.task_id
          WHERE a.attempt < t.attempt
-           AND NOT (a.outcome IN ('failed', 'rejected')
+           AND NOT (coalesce(a.outcome, 'open') IN ('failed', 'rejected')
                     OR (a.outcome = 'lost' AND (t.requests_recovery OR t.failed_retries > 0
                                                 OR a.error LIKE '%never ran%')))",
     )
@@ -248,37 +271,40 @@ async fn one_at_a_time(
     violations: &mut Vec<String>,
 ) -> Result<()> {
     for job in ONE_AT_A_TIME {
+        // Each task's life from its first start to its end, on the database's clock: a task can
+        // start only after its message was published, which follows the commit that made it
+        // ready, which follows (under the job's lock) the commit that ended the task before.
         let lives: Vec<(Uuid, jiff_sqlx::Timestamp, Option<jiff_sqlx::Timestamp>)> =
             sqlx::query_as(
-                "SELECT t.id, t.created_at, t.finished_at FROM tasks t JOIN jobs j ON j.id = t.job_id
-                 WHERE j.name = $1 ORDER BY t.created_at",
+                "SELECT t.id, min(a.started_at) AS started, t.finished_at
+                 FROM tasks t JOIN jobs j ON j.id = t.job_id
+                 JOIN task_attempts a ON a.task_id = t.id
+                 WHERE j.name = $1 GROUP BY t.id, t.finished_at ORDER BY started",
             )
             .bind(job)
             .fetch_all(store.pool())
             .await?;
-        for pair in lives.windows(2) {
-            let ended = pair[0].2.map(|t| t.to_jiff());
-            if ended.is_none_or(|end| pair[1].1.to_jiff() < end) {
+        let mut latest: Option<(Uuid, Option<Timestamp>)> = None;
+        for (id, started, finished) in lives {
+            let started = started.to_jiff();
+            if let Some((before, ended)) = latest
+                && ended.is_none_or(|end| started < end)
+            {
                 violations.push(format!(
-                    "4: {job}: task {} was created at {} while task {} was live (ended {ended:?})",
-                    pair[1].0,
-                    pair[1].1.to_jiff(),
-                    pair[0].0
+                    "4: {job}: task {id} started at {started} while task {before} was live \
+                     (ended {ended:?})"
                 ));
             }
-        }
-        let mut spans: Vec<(i128, Option<i128>)> = runs
-            .values()
-            .filter(|r| r.job == job)
-            .filter_map(|r| r.starts.first().map(|s| (*s, r.ends.last().copied())))
-            .collect();
-        spans.sort();
-        for pair in spans.windows(2) {
-            if let Some(end) = pair[0].1
-                && end > pair[1].0
+            let finished = finished.map(|t| t.to_jiff());
+            if latest.is_none_or(|(_, ended)| ended.is_some_and(|e| finished.is_none_or(|f| f > e)))
             {
-                violations.push(format!("4: {job}: two commands ran at once"));
+                latest = Some((id, finished));
             }
+        }
+        let mut spans: Vec<&Run> = runs.values().filter(|r| r.job == job).collect();
+        spans.sort_by_key(|r| r.starts.first().copied().unwrap_or(r.last));
+        if first_overlap(&spans).is_some() {
+            violations.push(format!("4: {job}: two commands ran at once"));
         }
     }
     Ok(())
@@ -320,7 +346,8 @@ async fn diamond_advanced_once(store: &Store, violations: &mut Vec<String>) -> R
 
 /// The side-effect log, by (task, attempt).
 fn read_log(path: &Path) -> Result<BTreeMap<(Uuid, i32), Run>> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading the side-effect log {}: {e}", path.display()))?;
     let mut runs: BTreeMap<(Uuid, i32), Run> = BTreeMap::new();
     for line in text.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
@@ -336,10 +363,9 @@ fn read_log(path: &Path) -> Result<BTreeMap<(Uuid, i32), Run>> {
         };
         let run = runs.entry((task, attempt)).or_default();
         run.job = job.to_string();
-        match what {
-            "start" => run.starts.push(at),
-            "end" => run.ends.push(at),
-            _ => {}
+        run.last = run.last.max(at);
+        if what == "start" {
+            run.starts.push(at);
         }
     }
     Ok(runs)

@@ -35,16 +35,26 @@ pub const DAYS: [&str; 2] = ["2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"];
 /// How many poison messages the run sends on purpose.
 pub const POISON: i64 = 2;
 
-/// A command that logs its start and end around `body`.
-fn logged(log: &Path, body: &str) -> String {
+/// A command that logs its start, an `alive` line every 0.2 s for `seconds`, then runs `tail` and
+/// logs its end: `start|alive|end TASK ATTEMPT JOB EPOCH_NS`. An attempt's last line is the last
+/// moment it was known to run, so two attempts of a task that ran at once show.
+fn logged(log: &Path, seconds: u32, tail: &str) -> String {
     let log = log.display();
+    let line = |what: &str| {
+        format!(
+            r#"printf '{what} %s %s %s %s\n' "$CHIME_TASK_ID" "$CHIME_ATTEMPT" "$JOB" "$(date +%s%N)" >> {log}"#
+        )
+    };
+    let (start, alive, end) = (line("start"), line("alive"), line("end"));
+    let steps = seconds * 5;
     format!(
-        r#"printf 'start %s %s %s %s\n' "$CHIME_TASK_ID" "$CHIME_ATTEMPT" "$JOB" "$(date +%s%N)" >> {log}; {body}; rc=$?; printf 'end %s %s %s %s\n' "$CHIME_TASK_ID" "$CHIME_ATTEMPT" "$JOB" "$(date +%s%N)" >> {log}; exit $rc"#
+        "{start}; i=0; while [ $i -lt {steps} ]; do sleep 0.2; {alive}; i=$((i+1)); done; \
+         {tail}; rc=$?; {end}; exit $rc"
     )
 }
 
-fn shell(log: &Path, job: &str, body: &str) -> serde_json::Value {
-    json!({ "command": logged(log, body), "env": { "JOB": job } })
+fn shell(log: &Path, job: &str, seconds: u32, tail: &str) -> serde_json::Value {
+    json!({ "command": logged(log, seconds, tail), "env": { "JOB": job } })
 }
 
 async fn job(store: &Store, name: &str, spec: serde_json::Value, setup: NewJob) -> Result<()> {
@@ -88,7 +98,7 @@ pub async fn set_up(
         job(
             store,
             &name,
-            shell(log, &name, &format!("sleep {n}")),
+            shell(log, &name, n, "true"),
             NewJob {
                 worker_group: Some(group.into()),
                 requests_recovery: Some(n % 2 == 0),
@@ -101,7 +111,7 @@ pub async fn set_up(
     job(
         store,
         "flaky",
-        shell(log, "flaky", r#"sleep 1; [ "$CHIME_ATTEMPT" -ge 2 ]"#),
+        shell(log, "flaky", 1, r#"[ "$CHIME_ATTEMPT" -ge 2 ]"#),
         NewJob {
             failed_retries: Some(2),
             failed_interval_ms: Some(1000),
@@ -112,11 +122,7 @@ pub async fn set_up(
     job(
         store,
         "busy",
-        shell(
-            log,
-            "busy",
-            r#"if [ "$CHIME_ATTEMPT" = 1 ]; then exit 75; fi"#,
-        ),
+        shell(log, "busy", 0, r#"[ "$CHIME_ATTEMPT" != 1 ] || exit 75"#),
         NewJob {
             reject_retries: Some(2),
             reject_interval_ms: Some(1000),
@@ -130,7 +136,7 @@ pub async fn set_up(
         job(
             store,
             name,
-            shell(log, name, "sleep 1"),
+            shell(log, name, 1, "true"),
             NewJob {
                 concurrent: Some(false),
                 requests_recovery: Some(true),
@@ -189,7 +195,7 @@ async fn set_up_diamond(store: &Store, topology: &Topology, log: &Path) -> Resul
     job(
         store,
         "hourly",
-        shell(log, "hourly", "true"),
+        shell(log, "hourly", 0, "true"),
         NewJob {
             data_time_period: Some("hour".into()),
             ..NewJob::default()
@@ -200,7 +206,7 @@ async fn set_up_diamond(store: &Store, topology: &Topology, log: &Path) -> Resul
         job(
             store,
             name,
-            shell(log, name, "true"),
+            shell(log, name, 0, "true"),
             NewJob {
                 data_time_period: Some("day".into()),
                 ..NewJob::default()
@@ -310,7 +316,7 @@ pub async fn ad_hoc(
         let id = Uuid::now_v7();
         let task = json!({
             "v": 1, "id": id, "kind": "shell", "group": if n.is_multiple_of(3) { "etl" } else { "default" },
-            "spec": shell(&log, "adhoc", "sleep 0.2"),
+            "spec": shell(&log, "adhoc", 0, "sleep 0.2"),
             "requests_recovery": n.is_multiple_of(2),
         });
         let accepted = if n.is_multiple_of(2) {
