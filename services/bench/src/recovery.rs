@@ -1,7 +1,9 @@
 //! `chime bench recovery --tasks N`: a worker process running N `requests_recovery` tasks is
 //! killed with SIGKILL; measured on the database's clock from the kill to each task's re-run
 //! attempt starting on another worker (p50, max), and to the dead worker being declared offline.
-//! One scheduler instance (which recovers) and the second worker run in this process.
+//! One scheduler instance (which recovers) and the second worker run in this process; the kill
+//! comes once the scheduler's recovery session is past its start-up grace, as in a running
+//! cluster.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -39,10 +41,19 @@ impl Figures {
 pub async fn run(settings: &Settings, tasks: usize) -> BenchResult<Figures> {
     let mut installation = Installation::create(settings, "recovery").await?;
     installation.start_schedulers(1).await?;
+    let recoverer_started = tokio::time::Instant::now();
     let store = installation.store.clone();
     let topology = chime_core::bus::Topology::new(installation.settings().prefix.clone());
     let mut victim = spawn_worker(installation.settings(), tasks)?;
-    let result = measure(&mut installation, &store, &topology, &mut victim, tasks).await;
+    let result = measure(
+        &mut installation,
+        &store,
+        &topology,
+        &mut victim,
+        tasks,
+        recoverer_started,
+    )
+    .await;
     let _ = victim.kill().await;
     // Attempt 1's commands died with their worker; nothing else of theirs is left.
     installation.finish().await?;
@@ -55,6 +66,7 @@ async fn measure(
     topology: &chime_core::bus::Topology,
     victim: &mut tokio::process::Child,
     tasks: usize,
+    recoverer_started: tokio::time::Instant,
 ) -> BenchResult<Figures> {
     wait_for(
         store,
@@ -87,6 +99,12 @@ async fn measure(
         2,
     )
     .await?;
+    // A recoverer declares no worker dead until its own session has lived RESTART_GRACE (the
+    // guard against a database restart): measure the steady state, as a running cluster has it.
+    tokio::time::sleep_until(
+        recoverer_started + chime_core::store::workers::RESTART_GRACE + Duration::from_secs(1),
+    )
+    .await;
     let pid = victim.id().ok_or("the worker process has exited")?;
     let killed_at: jiff_sqlx::Timestamp = sqlx::query_scalar("SELECT now()")
         .fetch_one(store.pool())
