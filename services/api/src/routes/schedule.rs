@@ -11,7 +11,7 @@ use crate::error::{ApiError, ApiJson, ErrorBody};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewRequest {
-    /// The trigger's schedule (DESIGN section 4's JSON).
+    /// The trigger's schedule, as JSON (README, "Schedules").
     trigger: ScheduleSpec,
     /// An exclusion calendar.
     #[serde(default)]

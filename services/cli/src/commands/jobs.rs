@@ -193,7 +193,7 @@ pub struct TriggerCreate {
     /// The job's group.
     #[arg(long)]
     job_group: Option<String>,
-    /// The schedule as JSON (DESIGN section 4), e.g. '{"kind":"cron","cron":"0 */5 * * * ?"}'.
+    /// The schedule as JSON (README, "Schedules"), e.g. '{"kind":"cron","cron":"0 */5 * * * ?"}'.
     #[arg(long)]
     schedule: String,
     /// An exclusion calendar by name.
@@ -214,7 +214,7 @@ pub enum CalendarCommand {
     Create {
         /// Its name.
         name: String,
-        /// The calendar as JSON (DESIGN section 4).
+        /// The calendar as JSON (README, "Schedules").
         #[arg(long)]
         definition: String,
     },
@@ -222,7 +222,7 @@ pub enum CalendarCommand {
     Update {
         /// Its name.
         name: String,
-        /// The calendar as JSON (DESIGN section 4).
+        /// The calendar as JSON (README, "Schedules").
         #[arg(long)]
         definition: String,
     },
