@@ -338,6 +338,16 @@ async fn exercise(
     for violation in &violations {
         println!("violation: {violation}");
     }
+    // The six invariants, as a test runner's closing line.
+    let broken: std::collections::BTreeSet<&str> = violations
+        .iter()
+        .filter_map(|v| v.split(':').next())
+        .collect();
+    println!(
+        "chaos: {} passed, {} failed",
+        6 - broken.len().min(6),
+        broken.len()
+    );
     Ok(violations.is_empty())
 }
 
