@@ -229,6 +229,25 @@ impl TestEnv {
     }
 }
 
+/// How many messages wait in an installation's dead-letter queue (on the shared broker).
+pub async fn dead_letters(topology: &chime_core::bus::Topology) -> Result<i64> {
+    let conn = lapin::Connection::connect(&server_urls().1, lapin::ConnectionProperties::default())
+        .await?;
+    let channel = conn.create_channel().await?;
+    let dead = channel
+        .queue_declare(
+            topology.dead_exchange().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await?;
+    let _ = conn.close(200, "done".into()).await;
+    Ok(i64::from(dead.message_count()))
+}
+
 /// The `chime-e2e` binary cargo built beside the test executable (`target/<profile>/`).
 pub fn chime_binary() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("CARGO_BIN_EXE_chime-e2e") {

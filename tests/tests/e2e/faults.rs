@@ -138,6 +138,25 @@ async fn a_non_concurrent_job_runs_alone_under_two_schedulers() -> Result<()> {
     env.cleanup().await
 }
 
+/// Jobs `up` and `down`, `down` depending on `up` for the same data time; their ids.
+async fn up_and_down(env: &TestEnv) -> Result<(i64, i64)> {
+    job(env, "up", true, 0).await?;
+    job(env, "down", true, 0).await?;
+    dependencies::add(
+        &env.store,
+        "default",
+        "down",
+        NewDependency {
+            upstream: "up".into(),
+            upstream_group: None,
+            window: None,
+            on_upstream_failure: None,
+        },
+    )
+    .await?;
+    Ok((job_id(env, "up").await?, job_id(env, "down").await?))
+}
+
 /// A job's id by name.
 async fn job_id(env: &TestEnv, name: &str) -> Result<i64> {
     Ok(sqlx::query_scalar("SELECT id FROM jobs WHERE name = $1")
@@ -188,35 +207,10 @@ async fn a_ready_task_whose_message_was_lost_runs() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_task_whose_upstream_event_was_lost_runs() -> Result<()> {
     let mut env = TestEnv::new().await?;
-    job(&env, "up", true, 0).await?;
-    job(&env, "down", true, 0).await?;
-    dependencies::add(
-        &env.store,
-        "default",
-        "down",
-        NewDependency {
-            upstream: "up".into(),
-            upstream_group: None,
-            window: None,
-            on_upstream_failure: None,
-        },
-    )
-    .await?;
+    let (up, down) = up_and_down(&env).await?;
     let day: jiff::Timestamp = "2026-01-01T00:00:00Z".parse()?;
-    insert_task(
-        &env,
-        Some(job_id(&env, "up").await?),
-        "succeeded",
-        Some(day),
-    )
-    .await?;
-    let down = insert_task(
-        &env,
-        Some(job_id(&env, "down").await?),
-        "waiting",
-        Some(day),
-    )
-    .await?;
+    insert_task(&env, Some(up), "succeeded", Some(day)).await?;
+    let down = insert_task(&env, Some(down), "waiting", Some(day)).await?;
     env.start(Services::ALL).await?;
     env.wait_status(down, TaskStatus::Succeeded).await?;
     env.cleanup().await
@@ -227,22 +221,8 @@ async fn a_waiting_task_whose_upstream_event_was_lost_runs() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_task_made_after_its_data_time_advanced_is_released() -> Result<()> {
     let env = TestEnv::new().await?;
-    job(&env, "up", true, 0).await?;
-    job(&env, "down", true, 0).await?;
-    dependencies::add(
-        &env.store,
-        "default",
-        "down",
-        NewDependency {
-            upstream: "up".into(),
-            upstream_group: None,
-            window: None,
-            on_upstream_failure: None,
-        },
-    )
-    .await?;
+    let (up, down) = up_and_down(&env).await?;
     let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
-    let (up, down) = (job_id(&env, "up").await?, job_id(&env, "down").await?);
     let day: jiff::Timestamp = "2026-01-01T00:00:00Z".parse()?;
     let upstream = insert_task(&env, Some(up), "succeeded", Some(day)).await?;
     let first = insert_task(&env, Some(down), "waiting", Some(day)).await?;
@@ -443,19 +423,11 @@ async fn a_database_outage_of_30_seconds_runs_nothing_twice_and_loses_nothing() 
         4,
         "each long task started and ended once:\n{lines}"
     );
-    let conn = env.amqp().await?;
-    let channel = conn.create_channel().await?;
-    let dead = channel
-        .queue_declare(
-            topology.dead_exchange().into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            lapin::types::FieldTable::default(),
-        )
-        .await?;
-    assert_eq!(dead.message_count(), 0, "nothing dead-lettered");
+    assert_eq!(
+        chime_tests::dead_letters(&topology).await?,
+        0,
+        "nothing dead-lettered"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     env.cleanup().await?;
     pg.destroy().await;

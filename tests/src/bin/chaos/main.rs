@@ -302,7 +302,7 @@ async fn exercise(
     if let Err(error) = settled {
         say(started, &format!("{error:#}; checking anyway"));
     }
-    let dead_letters = dead_letters(&topology).await?;
+    let dead_letters = chime_tests::dead_letters(&topology).await?;
     let submitted = activity
         .lock()
         .map(|a| a.submitted.clone())
@@ -349,28 +349,6 @@ async fn exercise(
         broken.len()
     );
     Ok(violations.is_empty())
-}
-
-/// How many messages wait in the run's dead-letter queue.
-async fn dead_letters(topology: &Topology) -> Result<i64> {
-    let conn = lapin::Connection::connect(
-        &chime_tests::server_urls().1,
-        lapin::ConnectionProperties::default(),
-    )
-    .await?;
-    let channel = conn.create_channel().await?;
-    let dead = channel
-        .queue_declare(
-            topology.dead_exchange().into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            lapin::types::FieldTable::default(),
-        )
-        .await?;
-    let _ = conn.close(200, "done".into()).await;
-    Ok(i64::from(dead.message_count()))
 }
 
 /// Polls `check` every 200 ms until it holds, for up to `limit`.
