@@ -6,7 +6,9 @@
 //!   start_attempt (ready → running for this exact attempt) ──nothing moved──▶ ack, drop
 //!     │                                  (duplicate, stale or killed; a redelivery whose worker
 //!     │                                   disconnected recovers that worker's attempt first)
-//!   execute (timeout, process group)
+//!     │  returns the attempt as the task's row records it ──message differs──▶ dead-letter it,
+//!     │                                                     release the attempt (never ran)
+//!   execute what the row records (timeout, process group)
 //!     │
 //!   finish_attempt (outcome + event in one commit) ──▶ ack
 //! ```
@@ -50,9 +52,9 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             ack(&delivery).await;
             return;
         };
-        match start(worker, key).await {
-            Some(true) => worker.set_phase(key, Phase::Running),
-            Some(false) => {
+        let recorded = match start(worker, key).await {
+            Some(Some(recorded)) => recorded,
+            Some(None) => {
                 worker.let_go(key);
                 if delivery.redelivered {
                     recover_if_orphaned(worker, &message).await;
@@ -69,10 +71,32 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
                 worker.let_go(key);
                 return requeue(&delivery).await;
             }
+        };
+        if let Some(difference) = differs(&message, &recorded) {
+            // Forged, or stale: what runs is what the database recorded, and from its own
+            // message, routed to its own group. This attempt never ran; the next one will.
+            let reason = format!("the message does not match its task's row ({difference})");
+            warn!(%reason, "dead-lettering a task message and releasing its attempt");
+            metrics::counter!("chime_worker_mismatched_messages_total").increment(1);
+            let released = task_lifecycle::release_attempts(
+                &worker.store,
+                worker.topology(),
+                &worker.identity,
+                &[key],
+                task_lifecycle::Release::NeverRan,
+            )
+            .await;
+            worker.let_go(key);
+            if let Err(error) = released {
+                // Still running under this worker: its heartbeat finds it unheld and releases it.
+                warn!(%error, "cannot release the attempt now");
+            }
+            return reject_poison(worker, &channel, queue, delivery, &reason).await;
         }
+        worker.set_phase(key, Phase::Running);
         metrics::gauge!("chime_worker_running").increment(1.0);
         let started_at = std::time::Instant::now();
-        let attempt = Attempt::new(message, abandon, kill);
+        let attempt = Attempt::new(recorded, abandon, kill);
         let end = worker.executors.execute(&attempt).await;
         worker.set_phase(key, Phase::Ending);
         metrics::gauge!("chime_worker_running").decrement(1.0);
@@ -94,10 +118,34 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
     .await
 }
 
+/// Which field of a task message differs from the attempt its task's row records, if any. Times
+/// are compared at PostgreSQL's precision (microseconds).
+fn differs(message: &TaskMessage, recorded: &TaskMessage) -> Option<&'static str> {
+    let micros = |t: Option<jiff::Timestamp>| t.map(|t| t.as_microsecond());
+    if message.kind != recorded.kind {
+        Some("kind")
+    } else if message.group != recorded.group {
+        Some("group")
+    } else if message.spec != recorded.spec {
+        Some("spec")
+    } else if message.data != recorded.data {
+        Some("data")
+    } else if micros(message.data_time) != micros(recorded.data_time) {
+        Some("data_time")
+    } else if message.timeout_ms != recorded.timeout_ms {
+        Some("timeout_ms")
+    } else if message.execute_user != recorded.execute_user {
+        Some("execute_user")
+    } else {
+        None
+    }
+}
+
 /// Asks to start the attempt until the database answers: while it is unreachable the delivery
 /// is held (not requeued), so the worker's prefetch fills and the broker stops delivering —
-/// no requeue loop spends the queue's delivery limit. None if the worker began draining first.
-async fn start(worker: &Worker, key: (uuid::Uuid, i32)) -> Option<bool> {
+/// no requeue loop spends the queue's delivery limit. The answer is the attempt as its task's
+/// row records it, or None if it was not ready; None outside if the worker began draining first.
+async fn start(worker: &Worker, key: (uuid::Uuid, i32)) -> Option<Option<TaskMessage>> {
     let mut delay = Duration::from_millis(100);
     loop {
         match worker.transitions.start_attempt(key.0, key.1).await {

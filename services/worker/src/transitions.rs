@@ -8,9 +8,11 @@
 //! commits per round instead of two per task; an idle worker commits a lone request at once. The
 //! answer comes after the commit, so a delivery is still acked only once its outcome is durable.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chime_core::bus::Topology;
+use chime_core::model::TaskMessage;
 use chime_core::store::task_lifecycle::{self, FinishedAttempt, WorkerIdentity};
 use chime_core::store::{Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
@@ -20,20 +22,20 @@ use uuid::Uuid;
 /// The most transitions one statement carries.
 const MAX_BATCH: usize = 1000;
 
-/// Whether the transition was made (false: the attempt was not in the expected state), or why the
-/// database could not be asked.
-pub type Answer = Result<bool, Arc<StoreError>>;
+/// What a transition gave back when it was made (None: the attempt was not in the expected
+/// state), or why the database could not be asked.
+pub type Answer<V> = Result<Option<V>, Arc<StoreError>>;
 
-struct Request<T> {
+struct Request<T, V> {
     item: T,
-    reply: oneshot::Sender<Answer>,
+    reply: oneshot::Sender<Answer<V>>,
 }
 
 /// Handle on the two batching loops; cheap to clone. The loops end when every handle is dropped.
 #[derive(Clone, Debug)]
 pub struct Transitions {
-    starts: mpsc::UnboundedSender<Request<(Uuid, i32)>>,
-    ends: mpsc::UnboundedSender<Request<FinishedAttempt>>,
+    starts: mpsc::UnboundedSender<Request<(Uuid, i32), TaskMessage>>,
+    ends: mpsc::UnboundedSender<Request<FinishedAttempt, ()>>,
 }
 
 impl Transitions {
@@ -45,46 +47,50 @@ impl Transitions {
         tokio::spawn(
             run(start_rx, "start", move |batch: Vec<(Uuid, i32)>| {
                 let (s, w) = (s.clone(), w.clone());
-                async move { task_lifecycle::start_attempts(&s, &w, &batch).await }
+                async move {
+                    let started = task_lifecycle::start_attempts(&s, &w, &batch).await?;
+                    Ok(started
+                        .into_iter()
+                        .map(|m| ((m.task_id, m.attempt), m))
+                        .collect())
+                }
             })
             .instrument(info_span!("attempt_starts")),
         );
         tokio::spawn(
             run(end_rx, "finish", move |batch: Vec<FinishedAttempt>| {
                 let (s, t, w) = (store.clone(), topology.clone(), worker.clone());
-                async move { task_lifecycle::finish_attempts(&s, &t, &w, &batch).await }
+                async move {
+                    let moved = task_lifecycle::finish_attempts(&s, &t, &w, &batch).await?;
+                    Ok(moved.into_iter().map(|key| (key, ())).collect())
+                }
             })
             .instrument(info_span!("attempt_ends")),
         );
         Self { starts, ends }
     }
 
-    /// `ready → running` for this attempt; false if it was not ready (duplicate, stale, killed).
-    pub async fn start_attempt(&self, task_id: Uuid, attempt: i32) -> Answer {
+    /// `ready → running` for this attempt: the attempt as its task's row records it (what to
+    /// run), or None if it was not ready (duplicate, stale, killed).
+    pub async fn start_attempt(&self, task_id: Uuid, attempt: i32) -> Answer<TaskMessage> {
         ask(&self.starts, (task_id, attempt)).await
     }
 
     /// Records the attempt's end; false if the attempt is no longer this worker's.
-    pub async fn finish_attempt(&self, finished: FinishedAttempt) -> Answer {
-        ask(&self.ends, finished).await
+    pub async fn finish_attempt(&self, finished: FinishedAttempt) -> Result<bool, Arc<StoreError>> {
+        ask(&self.ends, finished).await.map(|moved| moved.is_some())
     }
 }
 
-async fn ask<T>(queue: &mpsc::UnboundedSender<Request<T>>, item: T) -> Answer {
+async fn ask<T, V>(queue: &mpsc::UnboundedSender<Request<T, V>>, item: T) -> Answer<V> {
     let (reply, answer) = oneshot::channel();
     let gone = || Arc::new(StoreError::Invalid("the worker is stopping".into()));
     queue.send(Request { item, reply }).map_err(|_| gone())?;
     answer.await.map_err(|_| gone())?
 }
 
-/// A batch's result: the whole statement's, or each transition's after the whole one failed.
-enum Batch {
-    Whole(Result<Vec<(Uuid, i32)>, StoreError>),
-    Singles {
-        moved: Vec<(Uuid, i32)>,
-        answers: Vec<Option<Arc<StoreError>>>,
-    },
-}
+/// What a batch's statement gave back, by `(task, attempt)`.
+type Made<V> = Vec<((Uuid, i32), V)>;
 
 /// Something a transition is about: its `(task, attempt)`.
 trait Keyed {
@@ -105,18 +111,18 @@ impl Keyed for FinishedAttempt {
 
 /// Takes every waiting request, commits them with `commit`, answers each; until every sender is
 /// gone.
-async fn run<T, F, Fut>(
-    mut queue: mpsc::UnboundedReceiver<Request<T>>,
+async fn run<T, V, F, Fut>(
+    mut queue: mpsc::UnboundedReceiver<Request<T, V>>,
     kind: &'static str,
     commit: F,
 ) where
     T: Keyed + Clone,
     F: Fn(Vec<T>) -> Fut,
-    Fut: Future<Output = Result<Vec<(Uuid, i32)>, StoreError>>,
+    Fut: Future<Output = Result<Made<V>, StoreError>>,
 {
     let mut waiting = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut waiting, MAX_BATCH).await > 0 {
-        let (items, replies): (Vec<T>, Vec<oneshot::Sender<Answer>>) =
+        let (items, replies): (Vec<T>, Vec<oneshot::Sender<Answer<V>>>) =
             waiting.drain(..).map(|r| (r.item, r.reply)).unzip();
         let keys: Vec<(Uuid, i32)> = items.iter().map(Keyed::key).collect();
         metrics::histogram!("chime_worker_transition_batch", "kind" => kind)
@@ -124,52 +130,27 @@ async fn run<T, F, Fut>(
         // A batch that fails is tried again one transition at a time, so a row the database
         // refuses fails only its own asker, not every transition that shared its statement.
         let singles = (items.len() > 1).then(|| items.clone());
-        let outcome = match (commit(items).await, singles) {
+        let answers: Vec<Answer<V>> = match (commit(items).await, singles) {
             (Err(_), Some(singles)) => {
-                let mut moved = Vec::new();
                 let mut answers = Vec::with_capacity(singles.len());
                 for item in singles {
-                    match commit(vec![item]).await {
-                        Ok(done) => {
-                            moved.extend(done);
-                            answers.push(None);
-                        }
-                        Err(error) => answers.push(Some(Arc::new(error))),
-                    }
+                    answers.push(match commit(vec![item]).await {
+                        Ok(made) => Ok(made.into_iter().next().map(|(_, v)| v)),
+                        Err(error) => Err(Arc::new(error)),
+                    });
                 }
-                Batch::Singles { moved, answers }
+                answers
             }
-            (outcome, _) => Batch::Whole(outcome),
-        };
-        let outcome = match outcome {
-            Batch::Whole(outcome) => outcome,
-            Batch::Singles { moved, answers } => {
-                let mut moved: std::collections::HashSet<(Uuid, i32)> = moved.into_iter().collect();
-                for ((key, reply), failure) in keys.into_iter().zip(replies).zip(answers) {
-                    let answer = match failure {
-                        Some(error) => Err(error),
-                        None => Ok(moved.remove(&key)),
-                    };
-                    let _ = reply.send(answer);
-                }
-                continue;
-            }
-        };
-        match outcome {
-            Ok(moved) => {
-                // One yes per transition made: the same attempt asked twice in one batch (a
+            (Ok(made), _) => {
+                // One answer per transition made: the same attempt asked twice in one batch (a
                 // duplicate delivery) moved once, so only its first asker may go on.
-                let mut moved: std::collections::HashSet<(Uuid, i32)> = moved.into_iter().collect();
-                for (key, reply) in keys.into_iter().zip(replies) {
-                    let _ = reply.send(Ok(moved.remove(&key)));
-                }
+                let mut made: HashMap<(Uuid, i32), V> = made.into_iter().collect();
+                keys.iter().map(|key| Ok(made.remove(key))).collect()
             }
-            Err(error) => {
-                let error = Arc::new(error);
-                for reply in replies {
-                    let _ = reply.send(Err(error.clone()));
-                }
-            }
+            (Err(error), None) => vec![Err(Arc::new(error))],
+        };
+        for (reply, answer) in replies.into_iter().zip(answers) {
+            let _ = reply.send(answer);
         }
     }
 }

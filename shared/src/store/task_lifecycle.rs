@@ -267,19 +267,21 @@ fn storable(mut result: TaskResult) -> TaskResult {
 }
 
 /// `ready → running` for exactly these attempts, recording the worker and opening each attempt's
-/// row, in one statement. Returns the `(task, attempt)` pairs that are now this worker's: those
-/// that moved, and those already running under this worker (a start that committed while the
-/// worker saw an error, asked again: the answer must not depend on whether the first commit was
-/// heard). The others were duplicate or stale deliveries, or killed tasks, which the caller acks
-/// and drops; the worker itself keeps one delivery per attempt.
+/// row, in one statement. Returns, for each `(task, attempt)` that is now this worker's, the
+/// attempt **as the task's row records it** (kind, spec, data, data time, timeout, execute user):
+/// what the worker runs, whatever its message said. An attempt is this worker's if it moved, or
+/// if it was already running under this worker (a start that committed while the worker saw an
+/// error, asked again: the answer must not depend on whether the first commit was heard). The
+/// others were duplicate or stale deliveries, or killed tasks, which the caller acks and drops;
+/// the worker itself keeps one delivery per attempt.
 pub async fn start_attempts(
     store: &Store,
     worker: &WorkerIdentity,
     attempts: &[(Uuid, i32)],
-) -> Result<Vec<(Uuid, i32)>, StoreError> {
+) -> Result<Vec<TaskMessage>, StoreError> {
     let ids: Vec<Uuid> = attempts.iter().map(|a| a.0).collect();
     let numbers: Vec<i32> = attempts.iter().map(|a| a.1).collect();
-    let started: Vec<(Uuid, i32)> = sqlx::query_as(
+    let started: Vec<MessageParts> = sqlx::query_as(
         r#"
         WITH wanted AS (
             SELECT * FROM UNNEST($1::uuid[], $2::int[]) AS w(id, attempt)
@@ -290,17 +292,23 @@ pub async fn start_attempts(
               -- a worker declared dead starts nothing until its heartbeat brings it back
               AND EXISTS (SELECT 1 FROM workers k
                           WHERE k.id = $3 AND k.status IN ('online', 'draining'))
-            RETURNING t.id, t.attempt, t.started_at
+            RETURNING t.id, t.attempt, t.started_at, t.kind, t.spec, t.worker_group, t.data,
+                      t.data_time, t.timeout_ms, t.execute_user
         ), opened AS (
             INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name, started_at)
             SELECT id, attempt, $3, $4, started_at FROM moved
             RETURNING task_id, attempt
         )
-        SELECT task_id, attempt FROM opened
+        SELECT m.id, m.attempt, m.kind, m.spec, m.worker_group, m.data, m.data_time,
+               m.timeout_ms, m.execute_user
+        FROM moved m JOIN opened o ON o.task_id = m.id AND o.attempt = m.attempt
         UNION ALL
         -- the statement's snapshot predates `moved`: these are starts committed earlier
-        SELECT t.id, t.attempt FROM tasks t JOIN wanted w ON t.id = w.id AND t.attempt = w.attempt
-        WHERE t.status = 'running' AND t.worker_id = $3
+        SELECT t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+               t.timeout_ms, t.execute_user
+        FROM tasks t
+        WHERE (t.id, t.attempt) IN (SELECT id, attempt FROM wanted)
+          AND t.status = 'running' AND t.worker_id = $3
         "#,
     )
     .bind(&ids)
@@ -310,7 +318,7 @@ pub async fn start_attempts(
     .fetch_all(store.pool())
     .await
     .context("starting attempts")?;
-    Ok(started)
+    Ok(started.iter().map(|p| p.message(p.attempt)).collect())
 }
 
 /// `running → succeeded | retrying | failed | killed` for attempts this worker ran: closes each

@@ -194,6 +194,64 @@ async fn the_same_task_message_delivered_twice_runs_once() -> Result<()> {
     env.cleanup().await
 }
 
+/// The database is the truth of what runs: a task message forged for a ready task (its id and
+/// attempt, another command) does not run; the command the task's row records does, once, and a
+/// forged message that reached a worker first is dead-lettered with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_task_message_runs_the_recorded_command_not_its_own() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    let marker = std::env::temp_dir().join(format!("chime-forged-{}", Uuid::now_v7()));
+    let topology = Topology::new(env.settings.prefix.clone());
+    let submitted = task_lifecycle::submit(
+        &env.store,
+        &topology,
+        NewTask {
+            kind: "shell".into(),
+            spec: serde_json::json!({ "command": format!("echo recorded >> {}", marker.display()) }),
+            ..NewTask::default()
+        },
+    )
+    .await?;
+    // The forged message is in the queue before the genuine one (no relay runs yet).
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    topology.declare(&channel).await?;
+    topology.declare_group(&channel, "default").await?;
+    let forged = TaskMessage {
+        v: 1,
+        task_id: submitted.id,
+        attempt: 1,
+        kind: "shell".into(),
+        group: "default".into(),
+        spec: serde_json::json!({ "command": format!("echo forged >> {}", marker.display()) }),
+        data: serde_json::json!({}),
+        data_time: None,
+        timeout_ms: None,
+        execute_user: None,
+    };
+    publish_confirmed(
+        &channel,
+        &topology.tasks_exchange(),
+        "default",
+        &serde_json::to_vec(&forged)?,
+        FieldTable::default(),
+    )
+    .await?;
+    env.start(Services::WORKER).await?;
+    let task = env.wait_status(submitted.id, TaskStatus::Succeeded).await?;
+    assert_eq!(std::fs::read_to_string(&marker)?, "recorded\n");
+    if task.attempt > 1 {
+        // The forged message was taken first: its attempt never ran, and it is a dead letter.
+        assert!(chime_tests::dead_letters(&topology).await? >= 1);
+    }
+    let _ = std::fs::remove_file(&marker);
+    let _ = conn.close(200, "done".into()).await;
+    env.cleanup().await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_message_is_dead_lettered_and_the_worker_carries_on() -> Result<()> {
     let mut env = TestEnv::new().await?;

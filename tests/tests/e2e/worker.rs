@@ -438,7 +438,16 @@ async fn a_start_asked_again_by_its_worker_is_its_own_and_no_one_elses() -> Resu
     let start = |worker: &chime_core::store::task_lifecycle::WorkerIdentity, n: usize| {
         let (store, worker) = (env.store.clone(), worker.clone());
         let asks = vec![(task.id, 1); n];
-        async move { chime_core::store::task_lifecycle::start_attempts(&store, &worker, &asks).await }
+        async move {
+            let started =
+                chime_core::store::task_lifecycle::start_attempts(&store, &worker, &asks).await?;
+            Ok::<_, anyhow::Error>(
+                started
+                    .into_iter()
+                    .map(|m| (m.task_id, m.attempt))
+                    .collect::<Vec<_>>(),
+            )
+        }
     };
     assert_eq!(
         start(&mine, 2).await?,
