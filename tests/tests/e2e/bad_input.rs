@@ -3,7 +3,7 @@
 use anyhow::Result;
 use chime_cli::commands::services::Services;
 use chime_core::model::MAX_PAYLOAD_BYTES;
-use chime_tests::{TestEnv, http};
+use chime_tests::TestEnv;
 
 async fn task_count(env: &TestEnv) -> Result<i64> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM tasks")
@@ -60,7 +60,13 @@ async fn cli_submit_refuses_bad_input_and_writes_nothing() -> Result<()> {
 async fn api_answers_4xx_with_a_json_error() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(Services::API).await?;
-    let client = http();
+    // No connection reuse: the server answers an oversized body with 413 and closes the
+    // connection without reading the rest, and a pooled connection would carry the next request
+    // into that close.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()?;
     let url = format!("{}/api/v1/tasks", env.api_url());
     let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
         (

@@ -146,6 +146,5 @@ pub async fn rerun_task(
 }
 
 fn parse_id(id: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(id)
-        .map_err(|_| ApiError::bad_request(format!("{id:?} is not a task id (a UUID)")))
+    super::parse_uuid(id, "task")
 }

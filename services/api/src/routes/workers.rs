@@ -38,12 +38,7 @@ pub async fn drain_worker(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    let id = uuid::Uuid::parse_str(&id).map_err(|_| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("{id:?} is not a worker id (a UUID)"),
-        )
-    })?;
+    let id = super::parse_uuid(&id, "worker")?;
     workers::request_drain(&state.store, state.broker.topology(), id).await?;
     Ok((
         StatusCode::ACCEPTED,
