@@ -124,6 +124,22 @@ impl TestEnv {
         Ok(())
     }
 
+    /// Creates a noop job `name` that sleeps `sleep_ms`, concurrent or not.
+    pub async fn noop_job(&self, name: &str, concurrent: bool, sleep_ms: u64) -> Result<()> {
+        chime_core::store::jobs::create(
+            &self.store,
+            chime_core::store::jobs::NewJob {
+                name: name.into(),
+                kind: "noop".into(),
+                spec: serde_json::json!({ "sleep_ms": sleep_ms }),
+                concurrent: Some(concurrent),
+                ..Default::default()
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
     /// A task as the store has it.
     pub async fn task(&self, id: Uuid) -> Result<TaskView> {
         Ok(tasks::get(&self.store, id).await?)

@@ -7,7 +7,6 @@ use chime_cli::commands::services::Services;
 use chime_core::model::{AttemptOutcome, NewTask, TaskEvent, TaskStatus};
 use chime_core::schedule::ScheduleSpec;
 use chime_core::store::dependencies::{self, NewDependency};
-use chime_core::store::jobs::{self, NewJob};
 use chime_core::store::task_lifecycle;
 use chime_core::store::triggers::{self, NewTrigger};
 use chime_tests::postgres::PrivatePostgres;
@@ -16,18 +15,7 @@ use nix::unistd::Pid;
 use uuid::Uuid;
 
 async fn job(env: &TestEnv, name: &str, concurrent: bool, sleep_ms: u64) -> Result<()> {
-    jobs::create(
-        &env.store,
-        NewJob {
-            name: name.into(),
-            kind: "noop".into(),
-            spec: serde_json::json!({ "sleep_ms": sleep_ms }),
-            concurrent: Some(concurrent),
-            ..NewJob::default()
-        },
-    )
-    .await?;
-    Ok(())
+    env.noop_job(name, concurrent, sleep_ms).await
 }
 
 async fn every_second(env: &TestEnv, name: &str, job: &str) -> Result<()> {

@@ -20,18 +20,7 @@ async fn db_now(env: &TestEnv) -> Result<Timestamp> {
 }
 
 async fn job(env: &TestEnv, name: &str, concurrent: bool, sleep_ms: u64) -> Result<()> {
-    jobs::create(
-        &env.store,
-        NewJob {
-            name: name.into(),
-            kind: "noop".into(),
-            spec: serde_json::json!({ "sleep_ms": sleep_ms }),
-            concurrent: Some(concurrent),
-            ..NewJob::default()
-        },
-    )
-    .await?;
-    Ok(())
+    env.noop_job(name, concurrent, sleep_ms).await
 }
 
 async fn trigger(
