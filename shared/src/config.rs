@@ -50,6 +50,16 @@ pub struct Settings {
     pub api_url: String,
     /// Bearer token required by mutating API calls, and sent by the client (`CHIME_API_TOKEN`).
     pub api_token: Option<String>,
+    /// Serve `/metrics` without a token when tokens are in use (`CHIME_METRICS_PUBLIC`; default
+    /// false: a `read` token is needed, like every other read).
+    pub metrics_public: bool,
+    /// Let the API listen on a non-loopback address with no token (`--insecure-no-auth`,
+    /// `CHIME_INSECURE_NO_AUTH`): anyone who reaches it may run commands on the workers.
+    pub insecure_no_auth: bool,
+    /// Broker users allowed to submit over AMQP (`[amqp_users.NAME] role = "operate"`): the
+    /// identity a submission's validated `user_id` property maps to.
+    #[serde(default)]
+    pub amqp_users: BTreeMap<String, AmqpUser>,
     /// Size of the PostgreSQL connection pool (`CHIME_DB_POOL_SIZE`).
     pub db_pool_size: u32,
     /// Worker settings (`[worker]` in chime.toml, `CHIME_WORKER__…` in the environment).
@@ -75,6 +85,17 @@ pub struct CommandTemplate {
     /// Working directory (default: the worker's).
     #[serde(default)]
     pub cwd: Option<String>,
+}
+
+/// What a broker user may do when it submits over AMQP.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AmqpUser {
+    /// `operate` or `admin` may submit; `read` may not.
+    pub role: crate::model::Role,
+    /// The OS users its tasks may ask for (`*`: any).
+    #[serde(default)]
+    pub execute_users: Vec<String>,
 }
 
 /// Settings of a scheduler instance.
@@ -109,6 +130,18 @@ pub struct WorkerSettings {
     pub output_tail_bytes: usize,
     /// How long a stopping worker waits for running tasks before it leaves them to recovery.
     pub shutdown_grace_ms: u64,
+    /// The user a task without an `execute_user` runs as when the worker runs as root (default
+    /// `nobody`): a task never gets root unless it asks for it and root is allowed.
+    pub default_user: String,
+    /// The users a task may ask for as its `execute_user` on this worker (`root` only if listed;
+    /// `*`: any user but root). Default: none, so only the default user.
+    #[serde(default)]
+    pub execute_users: Vec<String>,
+    /// Variables of the worker's environment passed on to every task (beside PATH, HOME, LANG,
+    /// USER, the task's own `env` and the `CHIME_TASK_*` variables). Never pass `CHIME_*`
+    /// settings.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
 }
 
 impl WorkerSettings {
@@ -135,6 +168,8 @@ pub struct Overrides {
     pub api_url: Option<String>,
     /// `--token`
     pub api_token: Option<String>,
+    /// `--insecure-no-auth`
+    pub insecure_no_auth: Option<bool>,
     /// `--groups`
     pub worker_groups: Option<Vec<String>>,
     /// `--concurrency`
@@ -162,6 +197,9 @@ impl Settings {
             .set_default("worker.concurrency", 16)?
             .set_default("worker.output_tail_bytes", 64 * 1024)?
             .set_default("worker.shutdown_grace_ms", 10_000)?
+            .set_default("worker.default_user", "nobody")?
+            .set_default("metrics_public", false)?
+            .set_default("insecure_no_auth", false)?
             .set_default("scheduler.misfire_threshold_ms", 60_000)?
             .set_default("scheduler.lookahead_ms", 1500)?
             .set_default("scheduler.batch", 1000)?
@@ -181,6 +219,8 @@ impl Settings {
                 .separator("__")
                 .list_separator(",")
                 .with_list_parse_key("worker.groups")
+                .with_list_parse_key("worker.execute_users")
+                .with_list_parse_key("worker.pass_env")
                 .try_parsing(true),
         );
         // Environment sources sit below overrides, so DATABASE_URL (an override above) must not
@@ -196,6 +236,7 @@ impl Settings {
             .set_override_option("api_addr", o.api_addr)?
             .set_override_option("api_url", o.api_url)?
             .set_override_option("api_token", o.api_token)?
+            .set_override_option("insecure_no_auth", o.insecure_no_auth)?
             .set_override_option("worker.groups", o.worker_groups)?
             .set_override_option("worker.concurrency", o.worker_concurrency.map(i64::from))?;
         let mut settings: Settings = builder.build()?.try_deserialize()?;
@@ -252,6 +293,26 @@ impl Settings {
                 });
             }
         }
+        if let Some(bad) = self
+            .worker
+            .pass_env
+            .iter()
+            .find(|name| name.starts_with("CHIME_") || name.is_empty() || name.contains('='))
+        {
+            return Err(ConfigError::Value {
+                key: "worker.pass_env",
+                message: format!(
+                    "{bad:?} may not be passed to tasks: name plain variables, never a CHIME_ \
+                     setting"
+                ),
+            });
+        }
+        if !is_valid_name(&self.worker.default_user) {
+            return Err(ConfigError::Value {
+                key: "worker.default_user",
+                message: format!("{:?} is not a user name", self.worker.default_user),
+            });
+        }
         if self.worker.concurrency == 0 {
             return Err(ConfigError::Value {
                 key: "worker.concurrency",
@@ -262,10 +323,13 @@ impl Settings {
     }
 }
 
-/// Whether `name` may be used as an AMQP prefix or a worker group (it becomes part of a queue
-/// name).
+/// Whether `name` may be used as an AMQP prefix, a worker group, a job, trigger, calendar or token
+/// name (it becomes part of a queue name or of a URL path): 1-100 letters, digits, `-`, `_` or
+/// `.`, and not `.` or `..`, which a path would resolve away.
 pub fn is_valid_name(name: &str) -> bool {
     !name.is_empty()
+        && name != "."
+        && name != ".."
         && name.len() <= 100
         && name
             .chars()

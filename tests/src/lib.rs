@@ -245,6 +245,16 @@ impl TestEnv {
     }
 }
 
+/// A fresh directory for files a test's tasks write. Open to every user: on a root worker a
+/// task runs as an unprivileged user (`worker.default_user`), which must be able to write here.
+pub fn scratch_dir(what: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("chime-{what}-{}", Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))?;
+    Ok(dir)
+}
+
 /// How many messages wait in an installation's dead-letter queue (on the shared broker).
 pub async fn dead_letters(topology: &chime_core::bus::Topology) -> Result<i64> {
     let conn = lapin::Connection::connect(&server_urls().1, lapin::ConnectionProperties::default())

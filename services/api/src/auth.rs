@@ -1,46 +1,305 @@
-//! Bearer-token authentication of mutating calls (when a token is configured).
+//! Who may call what: authentication, the role each route needs, the loopback guard of an install
+//! without tokens, and the audit trail of changes.
+//!
+//! Authentication is on when `CHIME_API_TOKEN` is set, when any token exists in the store, or
+//! when the API listens beyond loopback (unless started with `--insecure-no-auth`). Then every
+//! route needs `Authorization: Bearer <token>` except `/healthz`, `/readyz`, the dashboard's
+//! static page (it holds no data; it asks for a token) and, when `metrics_public` is set,
+//! `/metrics`.
+//!
+//! With authentication off (a loopback install without tokens), the caller is `local`, an admin,
+//! but only a request that names a loopback `Host` is served (DNS rebinding), and a state change
+//! must come from the same origin (`Origin`, `Sec-Fetch-Site`), so a web page the operator visits
+//! cannot drive the API.
 
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use chime_core::model::{ANY_USER, Identity, Role};
+use chime_core::store::{audit, tokens};
 
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Lets reads through; asks mutating calls for `Authorization: Bearer <token>`.
-pub async fn require_token(
+/// The caller of a request, put in its extensions by [`authorize`].
+#[derive(Debug, Clone)]
+pub struct Caller(pub Identity);
+
+impl Caller {
+    /// Whether authentication was off: the caller is the anonymous local admin.
+    pub fn is_local(&self) -> bool {
+        self.0.name == LOCAL
+    }
+}
+
+/// The name of the caller when authentication is off.
+pub const LOCAL: &str = "local";
+/// The name of the `CHIME_API_TOKEN` bootstrap identity.
+pub const BOOTSTRAP: &str = "bootstrap";
+
+fn full_identity(name: &str) -> Identity {
+    Identity {
+        name: name.to_string(),
+        role: Role::Admin,
+        execute_users: vec![ANY_USER.to_string()],
+    }
+}
+
+/// The role a call needs. Reads need `read`; submitting, killing, re-running, running,
+/// backfilling, pausing, resuming and draining need `operate`; every other change, and the token
+/// list and audit trail, need `admin`.
+pub fn required_role(method: &Method, path: &str) -> Role {
+    let segments: Vec<&str> = path
+        .trim_start_matches("/api/v1/")
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let admin_reads = matches!(segments.first(), Some(&"tokens") | Some(&"audit"));
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return if admin_reads { Role::Admin } else { Role::Read };
+    }
+    if *method != Method::POST {
+        return Role::Admin;
+    }
+    let operate_action = |action: &str| {
+        matches!(
+            action,
+            "run" | "backfill" | "pause" | "resume" | "kill" | "rerun" | "drain"
+        )
+    };
+    match segments.as_slice() {
+        ["schedule", "preview"] => Role::Read,
+        ["tasks"] => Role::Operate,
+        ["tasks", _, action] | ["workers", _, action] | ["trigger-groups", _, action]
+            if operate_action(action) =>
+        {
+            Role::Operate
+        }
+        ["jobs" | "triggers", _, _, action] if operate_action(action) => Role::Operate,
+        _ => Role::Admin,
+    }
+}
+
+/// Whether a successful call is a change kept in the audit trail (submissions are recorded on
+/// their task instead, and previews change nothing).
+fn audited(method: &Method, path: &str) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+        && path.starts_with("/api/v1/")
+        && path != "/api/v1/tasks"
+        && path != "/api/v1/schedule/preview"
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("static"));
+    response
+}
+
+/// Whether `host` (a `Host` header or an origin's authority, port included) names this machine.
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    let name = name.to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The loopback guard of an install without tokens: a `Host` that names this machine, and state
+/// changes from the same origin only.
+fn loopback_guard(method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !is_loopback_host(host) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "this API has no tokens, so it answers only to loopback names (Host {host:?} is \
+                 not one): create a token (chime token create) to reach it by another name"
+            ),
+        ));
+    }
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return Ok(());
+    }
+    let cross_site = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|site| !matches!(site, "same-origin" | "none"));
+    let foreign_origin = headers
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|origin| {
+            let authority = origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"));
+            authority != Some(host)
+        });
+    if cross_site || foreign_origin {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "cross-origin requests may not change anything",
+        ));
+    }
+    Ok(())
+}
+
+/// Authenticates the caller, checks the route's role, runs the call, and records a change in the
+/// audit trail.
+pub async fn authorize(
     State(state): State<AppState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(expected) = state.token.as_deref() else {
-        return next.run(request).await;
-    };
-    if matches!(
-        *request.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS
-    ) {
+    let path = request.uri().path().to_string();
+    let method = request.method().clone();
+    let public = matches!(path.as_str(), "/" | "/healthz" | "/readyz")
+        || (path == "/metrics" && state.metrics_public);
+    if public {
         return next.run(request).await;
     }
-    let given = request
+    let presented = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => {
-            next.run(request).await
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim().to_string());
+    let identity = match presented {
+        Some(secret) => {
+            let bootstrap = state
+                .bootstrap_token
+                .as_deref()
+                .is_some_and(|expected| constant_time_eq(secret.as_bytes(), expected.as_bytes()));
+            if bootstrap {
+                full_identity(BOOTSTRAP)
+            } else {
+                match tokens::authenticate(&state.store, &secret).await {
+                    Ok(Some(identity)) => identity,
+                    Ok(None) => return unauthorized("invalid or revoked token"),
+                    Err(error) => return ApiError::from(error).into_response(),
+                }
+            }
         }
-        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "invalid bearer token").into_response(),
-        None => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "this call needs Authorization: Bearer <token> (set CHIME_API_TOKEN)",
+        None => {
+            let auth_on = if state.bootstrap_token.is_some() || state.auth_required {
+                true
+            } else {
+                match tokens::any_live(&state.store).await {
+                    Ok(any) => any,
+                    Err(error) => return ApiError::from(error).into_response(),
+                }
+            };
+            if auth_on {
+                return unauthorized(
+                    "this call needs Authorization: Bearer <token> (chime --token, or \
+                     CHIME_API_TOKEN)",
+                );
+            }
+            if let Err(refused) = loopback_guard(&method, request.headers()) {
+                return refused.into_response();
+            }
+            full_identity(LOCAL)
+        }
+    };
+    let needed = required_role(&method, &path);
+    if !identity.has(needed) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "token {:?} has the {} role; this call needs {needed}",
+                identity.name, identity.role
+            ),
         )
-        .into_response(),
+        .into_response();
     }
+    let actor = identity.name.clone();
+    request.extensions_mut().insert(Caller(identity));
+    let response = next.run(request).await;
+    if audited(&method, &path)
+        && !response.status().is_server_error()
+        && let Err(error) = audit::record(
+            &state.store,
+            &actor,
+            method.as_str(),
+            &path,
+            response.status().as_u16(),
+        )
+        .await
+    {
+        tracing::warn!(%error, %actor, %method, %path, "cannot record the audit event");
+    }
+    response
+}
+
+/// 403 unless the caller may have tasks run as `execute_user`.
+pub fn may_execute_as(caller: &Caller, execute_user: Option<&str>) -> Result<(), ApiError> {
+    caller
+        .0
+        .check_execute_user(execute_user)
+        .map_err(|why| ApiError::new(StatusCode::FORBIDDEN, why))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_route_needs_its_role() {
+        let post = Method::POST;
+        assert_eq!(required_role(&Method::GET, "/api/v1/tasks"), Role::Read);
+        assert_eq!(required_role(&Method::GET, "/api/v1/tokens"), Role::Admin);
+        assert_eq!(required_role(&post, "/api/v1/tasks"), Role::Operate);
+        assert_eq!(required_role(&post, "/api/v1/tasks/x/kill"), Role::Operate);
+        assert_eq!(required_role(&post, "/api/v1/jobs/g/n/run"), Role::Operate);
+        assert_eq!(
+            required_role(&post, "/api/v1/jobs/g/n/dependencies"),
+            Role::Admin
+        );
+        assert_eq!(required_role(&post, "/api/v1/jobs"), Role::Admin);
+        assert_eq!(required_role(&Method::PUT, "/api/v1/jobs/g/n"), Role::Admin);
+        assert_eq!(
+            required_role(&Method::DELETE, "/api/v1/tasks/x"),
+            Role::Admin
+        );
+        assert_eq!(
+            required_role(&post, "/api/v1/trigger-groups/g/pause"),
+            Role::Operate
+        );
+        assert_eq!(required_role(&post, "/api/v1/schedule/preview"), Role::Read);
+        assert_eq!(required_role(&post, "/api/v1/tokens"), Role::Admin);
+    }
+
+    #[test]
+    fn loopback_names() {
+        for host in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:80",
+            "[::1]:8080",
+            "a.localhost",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "10.0.0.1:8080",
+            "",
+            "localhost.evil.example",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 }

@@ -63,6 +63,9 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match &error {
             StoreError::UnknownKind(_) => Self::bad_request(error.to_string()),
+            StoreError::UnknownGroup(_) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
+            }
             StoreError::TaskNotFound(_) | StoreError::NotFound(_) => {
                 Self::not_found(error.to_string())
             }

@@ -1,8 +1,9 @@
 //! chime-api: the REST API under `/api/v1` (OpenAPI document at `/api/v1/openapi.json`), the web
 //! dashboard at `/`, Prometheus metrics at `/metrics`, and `/healthz` / `/readyz`.
 //!
-//! Mutating calls need `Authorization: Bearer <token>` when a token is configured. Every error is
-//! a 4xx/5xx with a JSON body `{"error": "…"}`.
+//! Who may call what is in [`auth`]: with tokens, every call but the health checks needs
+//! `Authorization: Bearer <token>` and the role its route asks for. Every error is a 4xx/5xx with
+//! a JSON body `{"error": "…"}`.
 
 pub mod auth;
 pub mod dashboard;
@@ -43,6 +44,17 @@ pub enum ApiStartError {
         #[source]
         source: std::io::Error,
     },
+    /// Listening beyond loopback with no token would open the workers to anyone.
+    #[error(
+        "refusing to listen on {addr} with no API token: anyone who reaches it could run commands \
+         on the workers. Set CHIME_API_TOKEN (or create one with `chime token create NAME --role \
+         admin` on a loopback API first), listen on 127.0.0.1, or pass --insecure-no-auth if a \
+         proxy in front does the authentication"
+    )]
+    NoToken {
+        /// The address.
+        addr: String,
+    },
     /// The server failed.
     #[error("serving HTTP: {0}")]
     Serve(#[source] std::io::Error),
@@ -55,7 +67,8 @@ pub enum ApiStartError {
         (name = "tasks", description = "ad-hoc tasks and task history"),
         (name = "schedule", description = "the schedule engine"),
         (name = "jobs"), (name = "triggers"), (name = "calendars"), (name = "schedulers"),
-        (name = "workers")
+        (name = "workers"),
+        (name = "access", description = "API tokens and the audit trail (admin)")
     )
 )]
 struct ApiDoc;
@@ -112,17 +125,26 @@ pub fn router(state: AppState) -> Router {
             routes::jobs::delete_calendar
         ))
         .routes(routes!(routes::jobs::list_schedulers))
+        .routes(routes!(
+            routes::worker_groups::create_group,
+            routes::worker_groups::list_groups
+        ))
+        .routes(routes!(
+            routes::worker_groups::get_group,
+            routes::worker_groups::delete_group
+        ))
+        .routes(routes!(
+            routes::access::create_token,
+            routes::access::list_tokens
+        ))
+        .routes(routes!(routes::access::revoke_token))
+        .routes(routes!(routes::access::list_audit))
         .split_for_parts();
     let openapi_json = serde_json::to_value(&openapi).unwrap_or_default();
-    let api = api
-        .route(
-            "/api/v1/openapi.json",
-            get(move || std::future::ready(axum::Json(openapi_json))),
-        )
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_token,
-        ));
+    let api = api.route(
+        "/api/v1/openapi.json",
+        get(move || std::future::ready(axum::Json(openapi_json))),
+    );
     Router::new()
         .merge(api)
         .route("/", get(dashboard::index))
@@ -130,29 +152,54 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(routes::health::readyz))
         .route("/metrics", get(routes::health::metrics))
         .fallback(|| async { error::ApiError::not_found("no such route") })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 
-/// The state for an API served on `node`.
-pub fn state(node: &Node) -> AppState {
+/// The state for an API of `node` served on `listener`.
+pub fn state(node: &Node, listener: &TcpListener) -> AppState {
+    let loopback = listener
+        .local_addr()
+        .is_ok_and(|addr| addr.ip().is_loopback());
     AppState {
         store: node.store.clone(),
         broker: node.broker.clone(),
-        token: node.settings.api_token.clone(),
+        bootstrap_token: node.settings.api_token.clone(),
+        auth_required: !loopback && !node.settings.insecure_no_auth,
+        metrics_public: node.settings.metrics_public,
         metrics: chime_core::telemetry::metrics_handle(),
     }
 }
 
-/// Binds the configured address.
-pub async fn bind(addr: &str) -> Result<TcpListener, ApiStartError> {
-    TcpListener::bind(addr)
+/// Binds `addr`. Beyond loopback, an API with no token (neither `CHIME_API_TOKEN` nor one in the
+/// store) would let anyone who reaches it run commands on the workers: that is refused unless
+/// `insecure_no_auth`.
+pub async fn bind(node: &Node, addr: &str) -> Result<TcpListener, ApiStartError> {
+    let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| ApiStartError::Bind {
             addr: addr.to_string(),
             source,
-        })
+        })?;
+    let loopback = listener
+        .local_addr()
+        .is_ok_and(|addr| addr.ip().is_loopback());
+    if !loopback && node.settings.api_token.is_none() && !node.settings.insecure_no_auth {
+        let any_token = chime_core::store::tokens::any_live(&node.store)
+            .await
+            .unwrap_or(false);
+        if !any_token {
+            return Err(ApiStartError::NoToken {
+                addr: addr.to_string(),
+            });
+        }
+    }
+    Ok(listener)
 }
 
 /// Serves on `listener` until `shutdown`, then finishes in-flight requests.
@@ -171,6 +218,7 @@ pub async fn serve(
 
 /// Runs the API of `node` on its configured address until `shutdown`.
 pub async fn run(node: &Node, shutdown: CancellationToken) -> Result<(), ApiStartError> {
-    let listener = bind(&node.settings.api_addr).await?;
-    serve(listener, state(node), shutdown).await
+    let listener = bind(node, &node.settings.api_addr).await?;
+    let state = state(node, &listener);
+    serve(listener, state, shutdown).await
 }

@@ -11,8 +11,12 @@ pub struct AppState {
     pub store: Store,
     /// The broker (for readiness and names).
     pub broker: Broker,
-    /// Bearer token required by mutating calls, if any.
-    pub token: Option<String>,
+    /// `CHIME_API_TOKEN`: an admin token that needs no row, to bootstrap an install.
+    pub bootstrap_token: Option<String>,
+    /// Whether every call needs a token even when none exists (the API listens beyond loopback).
+    pub auth_required: bool,
+    /// Whether `/metrics` is served without a token.
+    pub metrics_public: bool,
     /// The process's Prometheus recorder.
     pub metrics: Option<PrometheusHandle>,
 }

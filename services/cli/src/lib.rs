@@ -103,6 +103,24 @@ enum Command {
     /// Routes job kinds to worker groups (`chime route set hive etl`).
     #[command(subcommand)]
     Route(RouteCommand),
+    /// Declares, lists and deletes worker groups.
+    #[command(subcommand)]
+    Group(commands::groups::GroupCommand),
+    /// Creates, lists and revokes API tokens (admin).
+    #[command(subcommand)]
+    Token(commands::access::TokenCommand),
+    /// Shows the audit trail: who changed what (admin).
+    Audit {
+        /// Only this token's changes.
+        #[arg(long)]
+        actor: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -157,6 +175,10 @@ struct ServeArgs {
     /// Tasks a worker runs at once [env: CHIME_WORKER__CONCURRENCY]
     #[arg(long)]
     concurrency: Option<u16>,
+    /// Let the API listen beyond loopback with no token, e.g. behind a proxy that authenticates
+    /// [env: CHIME_INSECURE_NO_AUTH]
+    #[arg(long)]
+    insecure_no_auth: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -328,6 +350,7 @@ fn settings(global: &GlobalArgs, serve: Option<&ServeArgs>) -> Result<Settings> 
         api_token: global.token.clone(),
         worker_groups: serve.and_then(|s| s.groups.clone()),
         worker_concurrency: serve.and_then(|s| s.concurrency),
+        insecure_no_auth: serve.and_then(|s| s.insecure_no_auth.then_some(true)),
         config_file: global.config.clone(),
     })?)
 }
@@ -520,6 +543,15 @@ async fn run(cli: Cli) -> Result<()> {
                     commands::workers::delete_route(&client, &kind).await
                 }
             }
+        }
+        Command::Group(command) => {
+            commands::groups::group(&client(&settings(global, None)?)?, command).await
+        }
+        Command::Token(command) => {
+            commands::access::token(&client(&settings(global, None)?)?, command).await
+        }
+        Command::Audit { actor, limit, json } => {
+            commands::access::audit(&client(&settings(global, None)?)?, actor, limit, json).await
         }
     }
 }

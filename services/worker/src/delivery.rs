@@ -23,6 +23,7 @@ use chime_core::bus::dead_letter;
 use chime_core::model::TaskMessage;
 use chime_core::model::message::{SubmitMessage, decode};
 use chime_core::store::task_lifecycle::{self, AttemptEnd, FinishedAttempt};
+use chime_core::store::tasks;
 use lapin::Channel;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
@@ -59,10 +60,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
                 if delivery.redelivered {
                     recover_if_orphaned(worker, &message).await;
                 }
-                debug!("not ready for this attempt (duplicate, stale or killed); dropping");
-                metrics::counter!("chime_worker_duplicates_total").increment(1);
-                ack(&delivery).await;
-                return;
+                return not_started(worker, &channel, queue, delivery, key).await;
             }
             None => {
                 // Draining while the database is unreachable: the message goes back. Had the
@@ -116,6 +114,33 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
     }
     .instrument(span)
     .await
+}
+
+/// A message whose attempt the database would not start: a message for a task that does not
+/// exist is dead-lettered (forged, or from another installation); one for an older attempt, or
+/// for a task that has ended or runs elsewhere, is dropped with the reason logged.
+async fn not_started(
+    worker: &Worker,
+    channel: &Channel,
+    queue: &str,
+    delivery: Delivery,
+    (task_id, attempt): (uuid::Uuid, i32),
+) {
+    metrics::counter!("chime_worker_duplicates_total").increment(1);
+    match tasks::status_and_attempt(&worker.store, task_id).await {
+        Ok(None) => {
+            let reason = format!("no task {task_id} exists");
+            return reject_poison(worker, channel, queue, delivery, &reason).await;
+        }
+        Ok(Some((status, current))) if current != attempt => {
+            warn!(%status, current, "dropping a message for a stale attempt: the task is at attempt {current}");
+        }
+        Ok(Some((status, _))) => {
+            debug!(%status, "dropping a duplicate message: the attempt has started or ended already");
+        }
+        Err(error) => debug!(%error, "dropping a message whose attempt was not ready"),
+    }
+    ack(&delivery).await;
 }
 
 /// Which field of a task message differs from the attempt its task's row records, if any. Times
@@ -220,6 +245,32 @@ pub async fn handle_submission(worker: &Worker, channel: Channel, queue: &str, d
         }
         return reject_poison(worker, &channel, queue, delivery, &reason).await;
     }
+    let user_id = delivery
+        .properties
+        .user_id()
+        .as_ref()
+        .map(|u| u.as_str().to_string());
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match worker
+            .submitters
+            .admit(&worker.store, user_id.as_deref(), &mut task)
+            .await
+        {
+            Ok(()) => break,
+            Err(Ok(refusal)) => {
+                return reject_poison(worker, &channel, queue, delivery, &refusal).await;
+            }
+            Err(Err(error)) => {
+                warn!(%error, ?delay, "cannot check the submitter; waiting for the database");
+            }
+        }
+        tokio::select! {
+            _ = worker.draining.cancelled() => return requeue(&delivery).await,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
     let mut delay = Duration::from_millis(100);
     loop {
         match task_lifecycle::submit(&worker.store, worker.topology(), task.clone()).await {
@@ -228,7 +279,11 @@ pub async fn handle_submission(worker: &Worker, channel: Channel, queue: &str, d
                 ack(&delivery).await;
                 return;
             }
-            Err(error @ chime_core::store::StoreError::UnknownKind(_)) => {
+            Err(
+                error @ (chime_core::store::StoreError::UnknownKind(_)
+                | chime_core::store::StoreError::UnknownGroup(_)
+                | chime_core::store::StoreError::Invalid(_)),
+            ) => {
                 let mut reason = error.to_string();
                 if task.id.is_none() {
                     reason.push_str(NO_ID_NOTE);

@@ -20,6 +20,7 @@ pub mod consumer;
 pub mod control;
 pub mod delivery;
 pub mod executor;
+pub mod submitters;
 pub mod transitions;
 
 use std::collections::{HashMap, HashSet};
@@ -102,6 +103,8 @@ pub struct Worker {
     stop_attempts: CancellationToken,
     /// Cancelled when the worker gives up on writes it could not make.
     hard_stop: CancellationToken,
+    /// Who may submit over AMQP.
+    submitters: submitters::Submitters,
 }
 
 impl Worker {
@@ -237,7 +240,7 @@ pub async fn run(
             &short[short.len() - 4..]
         ),
     };
-    let executors = Executors::new(settings.output_tail_bytes, node.settings.executors.clone())
+    let executors = Executors::new(&settings, node.settings.executors.clone())
         .map_err(WorkerError::HttpClient)?;
     let kinds = executors.kinds();
     let liveness_key: i64 = rand_key();
@@ -274,6 +277,10 @@ pub async fn run(
         draining: CancellationToken::new(),
         stop_attempts: CancellationToken::new(),
         hard_stop: CancellationToken::new(),
+        submitters: submitters::Submitters::new(
+            node.settings.amqp_users.clone(),
+            node.settings.api_token.is_some(),
+        ),
     });
     let span = info_span!("worker", name = %worker.identity.name);
     async {

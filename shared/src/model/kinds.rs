@@ -87,7 +87,23 @@ pub enum SpecError {
     /// The shell command is empty.
     #[error("a shell task needs a command: a non-empty argv or script")]
     EmptyCommand,
+    /// One argument or variable is over the kernel's limit for a single string.
+    #[error(
+        "{what} is {size} bytes; the kernel takes at most {MAX_ARG_BYTES} per argument or \
+         variable: pass large input in the task's data (it goes in a file when large)"
+    )]
+    ArgumentTooLong {
+        /// Which one (`command[2]`, `env.BIG`).
+        what: String,
+        /// Its size.
+        size: usize,
+    },
 }
+
+/// The longest single argument or `NAME=value` a command may be started with (Linux's
+/// MAX_ARG_STRLEN, 32 pages, less its terminating NUL): a longer one makes `exec` fail with
+/// E2BIG, so it is refused at submission.
+pub const MAX_ARG_BYTES: usize = 32 * 4096 - 1;
 
 /// The executor kinds every worker has.
 pub const BUILTIN_KINDS: [&str; 3] = ["shell", "http", "noop"];
@@ -106,6 +122,24 @@ impl ShellSpec {
         };
         if empty {
             return Err(SpecError::EmptyCommand);
+        }
+        let too_long = |what: String, size: usize| {
+            if size > MAX_ARG_BYTES {
+                Err(SpecError::ArgumentTooLong { what, size })
+            } else {
+                Ok(())
+            }
+        };
+        match &parsed.command {
+            ShellCommand::Argv(argv) => {
+                for (i, arg) in argv.iter().enumerate() {
+                    too_long(format!("command[{i}]"), arg.len())?;
+                }
+            }
+            ShellCommand::Script(script) => too_long("command".into(), script.len())?,
+        }
+        for (name, value) in &parsed.env {
+            too_long(format!("env.{name}"), name.len() + 1 + value.len())?;
         }
         Ok(parsed)
     }

@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::kinds::{SpecError, validate_builtin_spec};
+use super::text::{check_json, check_opt_text};
 use crate::config::is_valid_name;
 
 /// The largest spec plus data a task may carry, in bytes of JSON.
@@ -156,6 +157,17 @@ pub enum SubmissionError {
         /// The limit.
         limit: usize,
     },
+    /// A NUL character in a text field.
+    #[error(transparent)]
+    Nul(#[from] super::text::NulInText),
+    /// A name field (kind, execute_user) that is not a valid name.
+    #[error("invalid {field} {value:?}: use 1-100 letters, digits, '-', '_' or '.'")]
+    InvalidName {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// A number out of range.
     #[error("{field} must be {expected}")]
     OutOfRange {
@@ -173,6 +185,23 @@ impl NewTask {
         if self.kind.trim().is_empty() {
             return Err(SubmissionError::MissingKind);
         }
+        if !is_valid_name(&self.kind) {
+            return Err(SubmissionError::InvalidName {
+                field: "kind",
+                value: self.kind.clone(),
+            });
+        }
+        if let Some(user) = self.execute_user.as_deref().filter(|u| !u.is_empty())
+            && !is_valid_name(user)
+        {
+            return Err(SubmissionError::InvalidName {
+                field: "execute_user",
+                value: user.to_string(),
+            });
+        }
+        check_opt_text("submit_user", self.submit_user.as_deref())?;
+        check_json("spec", &self.spec)?;
+        check_json("data", &self.data)?;
         if let Some(group) = &self.group
             && !is_valid_name(group)
         {

@@ -211,6 +211,44 @@ pub struct TaskView {
     pub backfill_id: Option<i64>,
 }
 
+/// A task as lists show it: what it is and where it stands, without its spec, data or output
+/// (those are in [`TaskView`], one task at a time), so a list's size is bounded by its length.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TaskSummary {
+    /// The task's id.
+    pub id: Uuid,
+    /// Where it is in its lifecycle.
+    pub status: TaskStatus,
+    /// The current (or last) attempt, from 1.
+    pub attempt: i32,
+    /// The job it runs, if any.
+    pub job: Option<JobRef>,
+    /// The executor kind.
+    pub kind: String,
+    /// The worker group it is routed to.
+    pub group: String,
+    /// The data time it runs for.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub data_time: Option<Timestamp>,
+    /// Priority (higher first).
+    pub priority: i32,
+    /// Who submitted it.
+    pub submit_user: Option<String>,
+    /// Why it ended as it did.
+    pub reason: Option<String>,
+    /// The last attempt's exit code.
+    pub exit_code: Option<i32>,
+    /// When it was created.
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    /// When its current attempt started.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub started_at: Option<Timestamp>,
+    /// When it reached a terminal status.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub finished_at: Option<Timestamp>,
+}
+
 /// One upstream run a waiting task still needs (`chime task show`, the task's API view).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct UnmetDependency {

@@ -21,6 +21,16 @@ pub struct NamedCalendar {
     pub definition: CalendarSpec,
 }
 
+/// Checks the text and definition of a calendar; writes nothing.
+fn check(calendar: &NamedCalendar) -> Result<(), StoreError> {
+    let nul = |e: crate::model::NulInText| StoreError::Invalid(e.to_string());
+    crate::model::check_text("description", &calendar.description).map_err(nul)?;
+    let definition = serde_json::to_value(&calendar.definition).unwrap_or_default();
+    crate::model::check_json("definition", &definition).map_err(nul)?;
+    Calendar::compile(&calendar.definition).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    Ok(())
+}
+
 /// Creates a calendar after checking its definition.
 pub async fn create(store: &Store, calendar: NamedCalendar) -> Result<NamedCalendar, StoreError> {
     if !is_valid_name(&calendar.name) {
@@ -29,7 +39,7 @@ pub async fn create(store: &Store, calendar: NamedCalendar) -> Result<NamedCalen
             calendar.name
         )));
     }
-    Calendar::compile(&calendar.definition).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    check(&calendar)?;
     let inserted =
         sqlx::query("INSERT INTO calendars (name, definition, description) VALUES ($1, $2, $3)")
             .bind(&calendar.name)
@@ -48,7 +58,7 @@ pub async fn create(store: &Store, calendar: NamedCalendar) -> Result<NamedCalen
 
 /// Replaces a calendar's definition; triggers that use it follow it from their next fire on.
 pub async fn update(store: &Store, calendar: NamedCalendar) -> Result<NamedCalendar, StoreError> {
-    Calendar::compile(&calendar.definition).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    check(&calendar)?;
     let done = sqlx::query(
         "UPDATE calendars SET definition = $2, description = $3, updated_at = now()
          WHERE name = $1",

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::{Context, Store, StoreError, kind_routes};
 use crate::config::is_valid_name;
 use crate::model::kinds::validate_builtin_spec;
-use crate::model::{Backoff, MAX_PAYLOAD_BYTES};
+use crate::model::{Backoff, MAX_PAYLOAD_BYTES, check_json, check_opt_text};
 
 /// A job as the API takes it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
@@ -162,6 +162,36 @@ impl NewJob {
                 "worker group {group:?}: use 1-100 letters, digits, '-', '_' or '.'"
             ));
         }
+        if !is_valid_name(&self.kind) {
+            return invalid(format!(
+                "kind {:?}: use 1-100 letters, digits, '-', '_' or '.'",
+                self.kind
+            ));
+        }
+        if let Some(user) = self.execute_user.as_deref().filter(|u| !u.is_empty())
+            && !is_valid_name(user)
+        {
+            return invalid(format!(
+                "execute_user {user:?}: use 1-100 letters, digits, '-', '_' or '.'"
+            ));
+        }
+        let nul = |e: crate::model::NulInText| StoreError::Invalid(e.to_string());
+        check_opt_text("description", self.description.as_deref()).map_err(nul)?;
+        check_json("spec", &self.spec).map_err(nul)?;
+        check_json("data", &self.data).map_err(nul)?;
+        for (field, value) in [
+            ("reject_retries", self.reject_retries.map(i64::from)),
+            ("failed_retries", self.failed_retries.map(i64::from)),
+            ("reject_interval_ms", self.reject_interval_ms),
+            ("failed_interval_ms", self.failed_interval_ms),
+        ] {
+            if matches!(value, Some(n) if n < 0) {
+                return invalid(format!("{field} must be zero or more"));
+            }
+        }
+        if matches!(self.timeout_ms, Some(t) if t <= 0) {
+            return invalid("timeout_ms must be positive".into());
+        }
         validate_builtin_spec(&self.kind, &self.spec)
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
         if self.spec.to_string().len() + self.data.to_string().len() > MAX_PAYLOAD_BYTES {
@@ -267,6 +297,10 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
         Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => Err(
             StoreError::Conflict(format!("job {group}.{} exists already", job.name)),
         ),
+        // The group was deleted since it was resolved.
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23503") => {
+            Err(StoreError::UnknownGroup(worker_group))
+        }
         Err(e) => Err(e).context("creating the job"),
     }
 }

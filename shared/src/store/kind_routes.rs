@@ -26,31 +26,40 @@ pub async fn resolve_group(
     explicit: Option<&str>,
 ) -> Result<String, StoreError> {
     let builtin = BUILTIN_KINDS.contains(&kind);
-    if let (Some(group), true) = (explicit, builtin) {
-        return Ok(group.to_string());
-    }
-    let (route, offered): (Option<String>, bool) = sqlx::query_as(
-        "SELECT (SELECT worker_group FROM job_kind_routes WHERE kind = $1),
-                EXISTS (SELECT 1 FROM workers
-                        WHERE status IN ('online', 'draining') AND $1 = ANY (kinds))",
+    // One round trip: the route, whether a live worker offers the kind, and whether the group
+    // the task would go to is declared.
+    let (route, offered, group, declared): (Option<String>, bool, String, bool) = sqlx::query_as(
+        "WITH r AS (SELECT (SELECT worker_group FROM job_kind_routes WHERE kind = $1) AS route),
+                  g AS (SELECT route, coalesce($2, route, 'default') AS grp FROM r)
+             SELECT route,
+                    $3 OR EXISTS (SELECT 1 FROM workers
+                                  WHERE status IN ('online', 'draining') AND $1 = ANY (kinds)),
+                    grp,
+                    EXISTS (SELECT 1 FROM worker_groups WHERE name = grp)
+             FROM g",
     )
     .bind(kind)
+    .bind(explicit)
+    .bind(builtin)
     .fetch_one(store.pool())
     .await
     .context("looking up the kind's route")?;
     if !builtin && !offered && route.is_none() {
         return Err(StoreError::UnknownKind(kind.to_string()));
     }
-    Ok(explicit
-        .map(str::to_string)
-        .or(route)
-        .unwrap_or_else(|| "default".to_string()))
+    if !declared {
+        return Err(StoreError::UnknownGroup(group));
+    }
+    Ok(group)
 }
 
 /// Sets (or replaces) a kind's route.
 pub async fn set(store: &Store, route: &KindRoute) -> Result<(), StoreError> {
-    if route.kind.trim().is_empty() {
-        return Err(StoreError::Invalid("a route needs a kind".into()));
+    if !is_valid_name(&route.kind) {
+        return Err(StoreError::Invalid(format!(
+            "kind {:?}: use 1-100 letters, digits, '-', '_' or '.'",
+            route.kind
+        )));
     }
     if !is_valid_name(&route.worker_group) {
         return Err(StoreError::Invalid(format!(
@@ -58,17 +67,21 @@ pub async fn set(store: &Store, route: &KindRoute) -> Result<(), StoreError> {
             route.worker_group
         )));
     }
-    sqlx::query(
-        "WITH grp AS (INSERT INTO worker_groups (name) VALUES ($2) ON CONFLICT DO NOTHING)
-         INSERT INTO job_kind_routes (kind, worker_group) VALUES ($1, $2)
+    let done = sqlx::query(
+        "INSERT INTO job_kind_routes (kind, worker_group) VALUES ($1, $2)
          ON CONFLICT (kind) DO UPDATE SET worker_group = excluded.worker_group",
     )
     .bind(&route.kind)
     .bind(&route.worker_group)
     .execute(store.pool())
-    .await
-    .context("setting the kind's route")?;
-    Ok(())
+    .await;
+    match done {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23503") => {
+            Err(StoreError::UnknownGroup(route.worker_group.clone()))
+        }
+        Err(e) => Err(e).context("setting the kind's route"),
+    }
 }
 
 /// Every route, by kind.

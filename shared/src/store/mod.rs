@@ -3,6 +3,7 @@
 //! The store is the source of truth (DESIGN.md section 2). Each submodule owns the statements of one
 //! table family; a task's status moves only in [`task_lifecycle`].
 
+pub mod audit;
 pub mod backfills;
 pub mod calendars;
 pub mod dependencies;
@@ -12,7 +13,9 @@ pub mod notify;
 pub mod outbox;
 pub mod task_lifecycle;
 pub mod tasks;
+pub mod tokens;
 pub mod triggers;
+pub mod worker_groups;
 pub mod workers;
 
 use std::str::FromStr;
@@ -46,6 +49,11 @@ pub enum StoreError {
          set), or a kind a running worker has a command template for"
     )]
     UnknownKind(String),
+    /// A worker group that has not been declared (`chime group create`).
+    #[error(
+        "unknown worker group {0:?}: declare it with `chime group create {0}` (see `chime group list`)"
+    )]
+    UnknownGroup(String),
     /// No such task.
     #[error("task {0} not found")]
     TaskNotFound(uuid::Uuid),

@@ -7,7 +7,8 @@ use uuid::Uuid;
 use super::dependencies::{self, Verdict};
 use super::{Context, Store, StoreError};
 use crate::model::{
-    AttemptOutcome, AttemptView, JobRef, TaskResult, TaskStatus, TaskView, UnmetDependency,
+    AttemptOutcome, AttemptView, JobRef, TaskResult, TaskStatus, TaskSummary, TaskView,
+    UnmetDependency,
 };
 
 /// The most tasks one list call returns.
@@ -174,31 +175,95 @@ async fn waiting_on(store: &Store, task: &TaskView) -> Result<Vec<UnmetDependenc
     )
 }
 
-/// The newest tasks, optionally of one status, without their attempts.
+#[derive(FromRow)]
+struct SummaryRow {
+    id: Uuid,
+    status: String,
+    attempt: i32,
+    job_id: Option<i64>,
+    job_group: Option<String>,
+    job_name: Option<String>,
+    kind: String,
+    worker_group: String,
+    data_time: Option<jiff_sqlx::Timestamp>,
+    priority: i32,
+    submit_user: Option<String>,
+    reason: Option<String>,
+    exit_code: Option<i32>,
+    created_at: jiff_sqlx::Timestamp,
+    started_at: Option<jiff_sqlx::Timestamp>,
+    finished_at: Option<jiff_sqlx::Timestamp>,
+}
+
+/// `SELECT <summary columns> …`: never the spec, data or result, which may be a megabyte each.
+macro_rules! select_summaries {
+    ($rest:literal) => {
+        concat!(
+            "SELECT t.id, t.status, t.attempt, t.job_id, j.group_name AS job_group,
+                    j.name AS job_name, t.kind, t.worker_group, t.data_time, t.priority,
+                    t.submit_user, t.reason, (t.result->>'exit_code')::int AS exit_code,
+                    t.created_at, t.started_at, t.finished_at
+             FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id ",
+            $rest
+        )
+    };
+}
+
+impl SummaryRow {
+    fn into_summary(self) -> Result<TaskSummary, StoreError> {
+        let status = self
+            .status
+            .parse::<TaskStatus>()
+            .map_err(|e| StoreError::Database {
+                context: "reading a task's status",
+                source: sqlx::Error::Decode(Box::new(e)),
+            })?;
+        let job = match (self.job_id, self.job_group, self.job_name) {
+            (Some(id), Some(group), Some(name)) => Some(JobRef { id, group, name }),
+            _ => None,
+        };
+        Ok(TaskSummary {
+            id: self.id,
+            status,
+            attempt: self.attempt,
+            job,
+            kind: self.kind,
+            group: self.worker_group,
+            data_time: self.data_time.map(|t| t.to_jiff()),
+            priority: self.priority,
+            submit_user: self.submit_user,
+            reason: self.reason,
+            exit_code: self.exit_code,
+            created_at: self.created_at.to_jiff(),
+            started_at: self.started_at.map(|t| t.to_jiff()),
+            finished_at: self.finished_at.map(|t| t.to_jiff()),
+        })
+    }
+}
+
+/// The newest tasks, optionally of one status, as summaries.
 pub async fn list(
     store: &Store,
     status: Option<TaskStatus>,
     limit: i64,
-) -> Result<Vec<TaskView>, StoreError> {
+) -> Result<Vec<TaskSummary>, StoreError> {
     let limit = limit.clamp(1, MAX_LIST_LIMIT);
-    let rows: Vec<TaskRow> = match status {
+    let rows: Vec<SummaryRow> = match status {
         // The status is written into the statement (it is one of seven fixed words) so the
         // planner can match the partial indexes on status, which a parameter would hide.
         Some(status) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            concat!(select_tasks!(
+            concat!(select_summaries!(
                 "WHERE t.status = '{}' ORDER BY t.id DESC LIMIT $1"
             )),
             status.as_str()
         )))
         .bind(limit),
-        None => sqlx::query_as(select_tasks!("ORDER BY t.id DESC LIMIT $1")).bind(limit),
+        None => sqlx::query_as(select_summaries!("ORDER BY t.id DESC LIMIT $1")).bind(limit),
     }
     .fetch_all(store.pool())
     .await
     .context("listing tasks")?;
-    rows.into_iter()
-        .map(|row| row.into_view(Vec::new()))
-        .collect()
+    rows.into_iter().map(SummaryRow::into_summary).collect()
 }
 
 /// How many tasks are in each status (for the dashboard and benchmarks).
@@ -212,4 +277,18 @@ pub async fn count_by_status(store: &Store) -> Result<Vec<(TaskStatus, i64)>, St
         .into_iter()
         .filter_map(|(status, n)| status.parse().ok().map(|s| (s, n)))
         .collect())
+}
+
+/// A task's status and current attempt, if the task exists (why a message was not started).
+pub async fn status_and_attempt(
+    store: &Store,
+    id: Uuid,
+) -> Result<Option<(TaskStatus, i32)>, StoreError> {
+    let row: Option<(String, i32)> =
+        sqlx::query_as("SELECT status, attempt FROM tasks WHERE id = $1")
+            .bind(id)
+            .fetch_optional(store.pool())
+            .await
+            .context("reading the task's status")?;
+    Ok(row.and_then(|(status, attempt)| Some((status.parse().ok()?, attempt))))
 }

@@ -189,6 +189,12 @@ async fn prepare(
             )));
         }
     }
+    let nul = |e: crate::model::NulInText| StoreError::Invalid(e.to_string());
+    crate::model::check_text("job", &trigger.job).map_err(nul)?;
+    crate::model::check_opt_text("job_group", trigger.job_group.as_deref()).map_err(nul)?;
+    crate::model::check_opt_text("calendar", trigger.calendar.as_deref()).map_err(nul)?;
+    crate::model::check_opt_text("description", trigger.description.as_deref()).map_err(nul)?;
+    crate::model::check_json("data", &trigger.data).map_err(nul)?;
     let job_group = trigger
         .job_group
         .clone()

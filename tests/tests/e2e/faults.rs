@@ -288,8 +288,7 @@ async fn an_attempt_started_under_a_worker_that_does_not_hold_it_runs_again() ->
 async fn a_worker_kills_an_attempt_recovery_took_from_it() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(Services::ALL).await?;
-    let dir = std::env::temp_dir().join(format!("chime-fence-{}", Uuid::now_v7()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = chime_tests::scratch_dir("fence")?;
     let pid_file = dir.join("pid");
     let script = format!("echo $$ > {}; exec sleep 600", pid_file.display());
     let id = env
@@ -348,8 +347,7 @@ async fn a_database_outage_of_30_seconds_runs_nothing_twice_and_loses_nothing() 
     })
     .await?;
     let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
-    let dir = std::env::temp_dir().join(format!("chime-outage-{}", Uuid::now_v7()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = chime_tests::scratch_dir("outage")?;
     let log = dir.join("attempts.log");
     let script = format!(
         r#"echo "start $CHIME_TASK_ID $CHIME_ATTEMPT" >> {log}; sleep 12; echo "end $CHIME_TASK_ID $CHIME_ATTEMPT" >> {log}; echo done"#,

@@ -45,9 +45,7 @@ fn alive(pid: i32) -> bool {
 
 /// A fresh directory for files a test's commands write.
 fn scratch_dir() -> Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("chime-test-{}", Uuid::now_v7()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+    chime_tests::scratch_dir("test")
 }
 
 /// Waits for a command's pid file and returns the pid.
@@ -361,44 +359,69 @@ async fn command_templates_run_configured_kinds_and_unknown_kinds_are_rejected()
     env.cleanup().await
 }
 
+/// A root worker never runs a task as root by accident: without an `execute_user` a task runs as
+/// the worker's default user (`nobody`), and a task asking for a user gets it only if the worker
+/// lists it — root included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn execute_user_runs_as_that_user_or_is_rejected() -> Result<()> {
     let mut env = TestEnv::new().await?;
+    env.settings.worker.execute_users = vec!["daemon".into(), "no-such-user-here".into()];
     env.start(UP).await?;
     let root = nix::unistd::Uid::effective().is_root();
-    let id = env
-        .submit(&[
-            "--kind",
-            "shell",
-            "--execute-user",
-            "nobody",
-            "--",
-            "id",
-            "-un",
-        ])
-        .await?;
-    let task = env.wait_terminal(id).await?;
+    let run = |user: Option<&'static str>| {
+        let env = &env;
+        async move {
+            let mut args = vec!["--kind", "shell"];
+            if let Some(user) = user {
+                args.extend(["--execute-user", user]);
+            }
+            args.extend(["--", "sh", "-c", "echo $(id -un) $(id -u)"]);
+            let id = env.submit(&args).await?;
+            env.wait_terminal(id).await
+        }
+    };
+    let task = run(None).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    let output = task.result.map(|r| r.output).unwrap_or_default();
+    if root {
+        assert_eq!(
+            output, "nobody 65534\n",
+            "a root worker's default user is nobody"
+        );
+    } else {
+        assert!(!output.ends_with(" 0\n"), "{output}");
+    }
+    let task = run(Some("daemon")).await?;
     if root {
         assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
-        assert_eq!(task.result.map(|r| r.output), Some("nobody\n".into()));
+        assert_eq!(
+            task.result
+                .map(|r| r.output)
+                .as_deref()
+                .and_then(|o| o.split(' ').next()),
+            Some("daemon")
+        );
     } else {
         assert_eq!(task.reason.as_deref(), Some("rejected"));
     }
-    let missing = env
-        .submit(&[
-            "--kind",
-            "shell",
-            "--execute-user",
-            "no-such-user-here",
-            "--",
-            "true",
-        ])
-        .await?;
-    let task = env.wait_terminal(missing).await?;
+    // root is not listed: refused, even though the worker is root.
+    let task = run(Some("root")).await?;
     assert_eq!(task.status, TaskStatus::Failed);
     assert_eq!(task.reason.as_deref(), Some("rejected"));
     let error = task.attempts[0].error.clone().context("an attempt error")?;
-    assert!(error.contains("does not exist"), "{error}");
+    if root {
+        assert!(
+            error.contains("not in this worker's allowed users"),
+            "{error}"
+        );
+    }
+    let task = run(Some("no-such-user-here")).await?;
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert_eq!(task.reason.as_deref(), Some("rejected"));
+    let error = task.attempts[0].error.clone().context("an attempt error")?;
+    if root {
+        assert!(error.contains("does not exist"), "{error}");
+    }
     env.cleanup().await
 }
 

@@ -111,8 +111,7 @@ async fn a_worker_killed_mid_task_is_recovered_per_requests_recovery() -> Result
     env.start(API_AND_SCHEDULER).await?;
     let mut worker = env.spawn_chime(&["worker", "--concurrency", "2"])?;
     online_workers(&env, 1).await?;
-    let dir = std::env::temp_dir().join(format!("chime-test-{}", Uuid::now_v7()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = chime_tests::scratch_dir("test")?;
     // Each command records its process group, so the test can clean up what SIGKILL orphans.
     let recovering_script = format!(
         r#"echo $$ > {}/recovering; if [ "$CHIME_ATTEMPT" = 1 ]; then sleep 600; fi; echo rerun"#,

@@ -2,7 +2,7 @@
 //! when, and who fires it.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use chime_core::store::backfills::{self, BackfillView, NewBackfill};
 use chime_core::store::calendars::{self, NamedCalendar};
@@ -14,6 +14,7 @@ use sqlx::FromRow;
 use utoipa::IntoParams;
 use utoipa::ToSchema;
 
+use crate::auth::{Caller, may_execute_as};
 use crate::error::{ApiError, ApiJson, ErrorBody};
 use crate::state::AppState;
 
@@ -22,8 +23,10 @@ use crate::state::AppState;
     responses((status = 201, body = JobView), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn create_job(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiJson(job): ApiJson<NewJob>,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
+    may_execute_as(&caller, job.execute_user.as_deref())?;
     Ok((
         StatusCode::CREATED,
         Json(jobs::create(&state.store, job).await?),
@@ -53,9 +56,11 @@ pub async fn get_job(
     responses((status = 200, body = JobView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn update_job(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((group, name)): Path<(String, String)>,
     ApiJson(job): ApiJson<NewJob>,
 ) -> Result<Json<JobView>, ApiError> {
+    may_execute_as(&caller, job.execute_user.as_deref())?;
     Ok(Json(jobs::update(&state.store, &group, &name, job).await?))
 }
 

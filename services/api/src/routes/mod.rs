@@ -1,9 +1,11 @@
 //! The API's routes, one module per resource.
 
+pub mod access;
 pub mod health;
 pub mod jobs;
 pub mod schedule;
 pub mod tasks;
+pub mod worker_groups;
 pub mod workers;
 
 /// A path id that must be a UUID; `what` names it in the 400 answer ("task", "worker").

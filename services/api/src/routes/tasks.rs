@@ -1,14 +1,15 @@
 //! `/api/v1/tasks`: submit ad-hoc tasks, list, show, kill and re-run them.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
-use chime_core::model::{NewTask, TaskStatus, TaskView};
+use chime_core::model::{NewTask, TaskStatus, TaskSummary, TaskView};
 use chime_core::store::{task_lifecycle, tasks};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
+use crate::auth::{Caller, may_execute_as};
 use crate::error::{ApiError, ApiJson, ErrorBody};
 use crate::state::AppState;
 
@@ -21,14 +22,23 @@ use crate::state::AppState;
         (status = 201, description = "created", body = TaskView),
         (status = 200, description = "a task with this id existed", body = TaskView),
         (status = 400, description = "invalid task", body = ErrorBody),
+        (status = 403, description = "the token may not submit, or not as this execute_user", body = ErrorBody),
+        (status = 422, description = "unknown worker group", body = ErrorBody),
         (status = 413, description = "payload over 1 MiB", body = ErrorBody),
     )
 )]
 pub async fn create_task(
     State(state): State<AppState>,
-    ApiJson(task): ApiJson<NewTask>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(mut task): ApiJson<NewTask>,
 ) -> Result<(StatusCode, Json<TaskView>), ApiError> {
     task.validate()?;
+    may_execute_as(&caller, task.execute_user.as_deref())?;
+    // Who submitted it is the token's name; only an install without tokens takes the client's
+    // word for it.
+    if !caller.is_local() || task.submit_user.is_none() {
+        task.submit_user = Some(caller.0.name.clone());
+    }
     let submitted = task_lifecycle::submit(&state.store, state.broker.topology(), task).await?;
     metrics::counter!("chime_api_tasks_submitted_total").increment(1);
     let view = tasks::get(&state.store, submitted.id).await?;
@@ -49,19 +59,20 @@ pub struct ListParams {
     limit: Option<i64>,
 }
 
-/// Lists the newest tasks, optionally of one status.
+/// Lists the newest tasks, optionally of one status, as summaries: a task's spec, data and
+/// output are in `GET /api/v1/tasks/{id}`.
 #[utoipa::path(
     get, path = "/api/v1/tasks", tag = "tasks",
     params(ListParams),
     responses(
-        (status = 200, description = "newest first", body = Vec<TaskView>),
+        (status = 200, description = "newest first, as summaries (no spec, data or output)", body = Vec<TaskSummary>),
         (status = 400, description = "unknown status", body = ErrorBody),
     )
 )]
 pub async fn list_tasks(
     State(state): State<AppState>,
     Query(params): Query<ListParams>,
-) -> Result<Json<Vec<TaskView>>, ApiError> {
+) -> Result<Json<Vec<TaskSummary>>, ApiError> {
     let status = params
         .status
         .as_deref()

@@ -95,13 +95,14 @@ pub async fn run_until(
     let failed = CancellationToken::new();
     // Bind before spawning so a taken port is an error at start-up, not a log line.
     let listener = if services.api {
-        Some(chime_api::bind(&node.settings.api_addr).await?)
+        Some(chime_api::bind(&node, &node.settings.api_addr).await?)
     } else {
         None
     };
     let node = std::sync::Arc::new(node);
     if let Some(listener) = listener {
-        let (state, stop, failed) = (chime_api::state(&node), shutdown.clone(), failed.clone());
+        let state = chime_api::state(&node, &listener);
+        let (stop, failed) = (shutdown.clone(), failed.clone());
         running.spawn(async move {
             if let Err(e) = chime_api::serve(listener, state, stop).await {
                 error!(error = %e, "API stopped");

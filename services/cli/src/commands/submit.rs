@@ -81,9 +81,11 @@ pub async fn run(client: &ApiClient, args: SubmitArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&view)?);
     }
     if args.wait {
+        // The id first, so a user who stops waiting can still follow the task.
+        println!("{}", view.id);
+        warn_if_unserved(client, &view.group).await;
         let done = wait_for_end(client, view.id).await?;
         eprintln!("{} {}", done.status, done.reason.as_deref().unwrap_or(""));
-        println!("{}", view.id);
         if done.status != chime_core::model::TaskStatus::Succeeded {
             bail!("task {} ended {}", view.id, done.status);
         }
@@ -159,6 +161,21 @@ fn json_arg(flag: &str, value: &str) -> Result<serde_json::Value> {
             serde_json::from_str(&text).with_context(|| format!("{flag}: {path} is not valid JSON"))
         }
         None => serde_json::from_str(value).with_context(|| format!("{flag} is not valid JSON")),
+    }
+}
+
+/// Says so on stderr when no online worker consumes `group`: the task waits until one does.
+async fn warn_if_unserved(client: &ApiClient, group: &str) {
+    let path = format!("/api/v1/worker-groups/{}", super::path_segment(group));
+    if let Ok(view) = client
+        .get::<chime_core::store::worker_groups::WorkerGroupView>(&path)
+        .await
+        && view.workers_online == 0
+    {
+        eprintln!(
+            "warning: no online worker consumes worker group {group:?}; the task waits until one \
+             does (chime worker --groups {group})"
+        );
     }
 }
 

@@ -1,7 +1,7 @@
 //! `chime task list|show|kill|rerun`.
 
 use anyhow::Result;
-use chime_core::model::{TaskStatus, TaskView};
+use chime_core::model::{TaskStatus, TaskSummary, TaskView};
 
 use crate::client::ApiClient;
 use crate::output::{opt, table, time};
@@ -17,7 +17,7 @@ pub async fn list(
     if let Some(status) = status {
         path.push_str(&format!("&status={status}"));
     }
-    let tasks: Vec<TaskView> = client.get(&path).await?;
+    let tasks: Vec<TaskSummary> = client.get(&path).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&tasks)?);
         return Ok(());

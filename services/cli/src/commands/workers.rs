@@ -57,7 +57,7 @@ pub async fn list(client: &ApiClient, json: bool) -> Result<()> {
 pub async fn set_route(client: &ApiClient, kind: &str, group: &str) -> Result<()> {
     let route: KindRoute = client
         .put(
-            &format!("/api/v1/kind-routes/{}", path_segment(kind)),
+            &format!("/api/v1/kind-routes/{}", super::path_segment(kind)),
             &serde_json::json!({ "worker_group": group }),
         )
         .await?;
@@ -83,16 +83,9 @@ pub async fn list_routes(client: &ApiClient, json: bool) -> Result<()> {
 /// Removes `kind`'s route.
 pub async fn delete_route(client: &ApiClient, kind: &str) -> Result<()> {
     client
-        .delete(&format!("/api/v1/kind-routes/{}", path_segment(kind)))
+        .delete(&format!(
+            "/api/v1/kind-routes/{}",
+            super::path_segment(kind)
+        ))
         .await
-}
-
-/// A kind as one URL path segment.
-fn path_segment(kind: &str) -> String {
-    kind.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

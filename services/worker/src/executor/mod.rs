@@ -18,10 +18,13 @@ mod template;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chime_core::config::CommandTemplate;
+use chime_core::config::{CommandTemplate, WorkerSettings};
 use chime_core::model::{HttpSpec, NoopSpec, ShellSpec, TaskMessage, TaskResult};
 use chime_core::store::task_lifecycle::AttemptEnd;
 use tokio_util::sync::CancellationToken;
+
+use self::execute_user::UserPolicy;
+use self::shell::TaskEnv;
 
 /// One attempt being executed.
 #[derive(Debug)]
@@ -106,13 +109,15 @@ pub struct Executors {
     output_tail_bytes: usize,
     templates: BTreeMap<String, CommandTemplate>,
     http: reqwest::Client,
+    users: UserPolicy,
+    env: TaskEnv,
 }
 
 impl Executors {
-    /// Executors keeping `output_tail_bytes` of each task's output, with `templates` as extra
-    /// kinds.
+    /// Executors with the worker's settings: the output tail kept, the users tasks may run as,
+    /// the variables passed to them, and its command templates as extra kinds.
     pub fn new(
-        output_tail_bytes: usize,
+        settings: &WorkerSettings,
         templates: BTreeMap<String, CommandTemplate>,
     ) -> Result<Self, reqwest::Error> {
         // ring is the one crypto provider linked in; a second install attempt is harmless.
@@ -121,9 +126,14 @@ impl Executors {
             .user_agent(concat!("chime-worker/", env!("CARGO_PKG_VERSION")))
             .build()?;
         Ok(Self {
-            output_tail_bytes,
+            output_tail_bytes: settings.output_tail_bytes,
             templates,
             http,
+            users: UserPolicy {
+                default_user: settings.default_user.clone(),
+                allowed: settings.execute_users.clone(),
+            },
+            env: TaskEnv::from_worker(&settings.pass_env),
         })
     }
 
@@ -168,7 +178,7 @@ impl Executors {
 
     /// Runs a command as the task's `execute_user`, if this worker may switch to it.
     async fn run_process(&self, spec: ShellSpec, attempt: &Attempt) -> AttemptEnd {
-        let user = match execute_user::resolve(attempt.message.execute_user.as_deref()) {
+        let user = match self.users.resolve(attempt.message.execute_user.as_deref()) {
             Ok(user) => user,
             Err(refusal) => {
                 return AttemptEnd::Rejected {
@@ -177,7 +187,7 @@ impl Executors {
                 };
             }
         };
-        shell::run(spec, user, attempt, self.output_tail_bytes).await
+        shell::run(spec, user, &self.env, attempt, self.output_tail_bytes).await
     }
 }
 

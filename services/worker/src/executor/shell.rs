@@ -1,10 +1,17 @@
 //! The `shell` kind: runs an argv, or a script with `sh -c`, in its own process group.
 //!
-//! stdout and stderr are read into one bounded tail. On timeout or cancellation the whole process
-//! group is killed, so a child the command started (`sleep` in a script) dies with it. Exit code 75
-//! (EX_TEMPFAIL) means "reject, try later". With an `execute_user`, the command runs as that user
-//! (see `execute_user.rs`).
+//! A command gets a clean environment ([`TaskEnv`]): PATH, LANG, HOME, USER and LOGNAME of the
+//! user it runs as, the worker's `pass_env` variables, the task's own `env`, and CHIME_TASK_ID,
+//! CHIME_ATTEMPT, CHIME_DATA_TIME and CHIME_DATA (or CHIME_DATA_FILE, a private file, when the
+//! data is too large for a variable). Never the worker's own settings or secrets.
+//!
+//! stdout and stderr are read into one bounded tail. When the command ends, or on timeout or
+//! cancellation, whatever is left of its process group is killed, so a child the command started
+//! (`sleep 1000 &`) dies with its attempt. Exit code 75 (EX_TEMPFAIL) means "reject, try later".
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -24,11 +31,75 @@ const EX_TEMPFAIL: i32 = 75;
 /// How long output readers may lag behind the process's exit (a background child that keeps the
 /// pipe open must not hold the attempt forever).
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// Data larger than this goes in a file (CHIME_DATA_FILE) instead of CHIME_DATA: one variable may
+/// not pass the kernel's 128 KiB per-string limit, and the whole environment shares the argument
+/// space with the command line.
+const DATA_IN_ENV_MAX: usize = 64 * 1024;
+/// PATH when the worker has none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// Runs the command (as `user`, when given) to its end or its interruption.
+/// What every task's environment starts from, read once from the worker's environment.
+#[derive(Debug, Clone)]
+pub struct TaskEnv {
+    base: Vec<(String, String)>,
+}
+
+impl TaskEnv {
+    /// PATH and LANG (the worker's, or defaults) and the `pass_env` variables the worker has.
+    pub fn from_worker(pass_env: &[String]) -> Self {
+        let mut base = vec![
+            (
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string()),
+            ),
+            (
+                "LANG".to_string(),
+                std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".to_string()),
+            ),
+        ];
+        for name in pass_env {
+            if let Ok(value) = std::env::var(name) {
+                base.push((name.clone(), value));
+            }
+        }
+        Self { base }
+    }
+}
+
+/// The data file of one attempt, removed when the attempt ends.
+struct DataFile(PathBuf);
+
+impl Drop for DataFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Writes `data` to a new file only `user` can read. `create_new` refuses a path that exists
+/// (a planted symlink included).
+fn write_data_file(data: &str, attempt: &Attempt, user: &RunAs) -> std::io::Result<DataFile> {
+    let path = std::env::temp_dir().join(format!(
+        "chime-data-{}-{}.json",
+        attempt.message.task_id, attempt.message.attempt
+    ));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    let guard = DataFile(path);
+    file.write_all(data.as_bytes())?;
+    if user.switch {
+        std::os::unix::fs::fchown(&file, Some(user.uid.as_raw()), Some(user.gid.as_raw()))?;
+    }
+    Ok(guard)
+}
+
+/// Runs the command as `user` to its end or its interruption.
 pub async fn run(
     spec: ShellSpec,
-    user: Option<RunAs>,
+    user: RunAs,
+    env: &TaskEnv,
     attempt: &Attempt,
     tail_bytes: usize,
 ) -> AttemptEnd {
@@ -46,15 +117,40 @@ pub async fn run(
     };
     let message = &attempt.message;
     command
+        .env_clear()
+        .envs(env.base.iter().map(|(k, v)| (k, v)))
+        .env("HOME", &user.home)
+        .env("USER", &user.name)
+        .env("LOGNAME", &user.name)
         .envs(&spec.env)
         .env("CHIME_TASK_ID", message.task_id.to_string())
         .env("CHIME_ATTEMPT", message.attempt.to_string())
-        .env("CHIME_DATA", message.data.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    let data = message.data.to_string();
+    let _data_file = if data.len() > DATA_IN_ENV_MAX {
+        match write_data_file(&data, attempt, &user) {
+            Ok(file) => {
+                command.env("CHIME_DATA_FILE", &file.0);
+                Some(file)
+            }
+            Err(error) => {
+                return AttemptEnd::Failed {
+                    result: TaskResult {
+                        error: Some(format!("cannot write the task's data file: {error}")),
+                        ..TaskResult::default()
+                    },
+                    reason: "error",
+                };
+            }
+        }
+    } else {
+        command.env("CHIME_DATA", data);
+        None
+    };
     // The command dies with its worker: a worker killed with -9 must not leave its attempt
     // running beside the re-run that recovery starts. (Set after the credentials change, which
     // would clear it; what the command itself forks is not covered.)
@@ -70,14 +166,9 @@ pub async fn run(
     if let Some(cwd) = &spec.cwd {
         command.current_dir(cwd);
     }
-    if let Some(user) = user {
+    if user.switch {
         // std sets the gid before the uid and, as root, drops supplementary groups.
-        command
-            .uid(user.uid.as_raw())
-            .gid(user.gid.as_raw())
-            .env("HOME", &user.home)
-            .env("USER", &user.name)
-            .env("LOGNAME", &user.name);
+        command.uid(user.uid.as_raw()).gid(user.gid.as_raw());
     }
     let mut child = match command.spawn() {
         Ok(child) => child,
@@ -102,13 +193,19 @@ pub async fn run(
             .take()
             .map(|s| tokio::spawn(read_into(s, tail.clone()))),
     ];
+    // The group id is the leader's pid (process_group(0)); read it now, as the child forgets it
+    // once reaped.
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
     let status = tokio::select! {
         status = child.wait() => Ok(status),
         why = attempt.interruption() => Err(why),
     };
-    if status.is_err() {
-        kill_group(&mut child).await;
-    }
+    // Ended or cut short, nothing of the attempt outlives it: what it left running in the
+    // background dies too, and its pipes close.
+    kill_group(group, &mut child).await;
     for reader in readers.into_iter().flatten() {
         let abort = reader.abort_handle();
         if tokio::time::timeout(DRAIN_GRACE, reader).await.is_err() {
@@ -168,11 +265,11 @@ pub async fn run(
     }
 }
 
-/// Kills the command's whole process group, then reaps the leader.
-async fn kill_group(child: &mut Child) {
-    if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
-        // The group id is the leader's pid (process_group(0)); ESRCH means it is already gone.
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+/// Kills the command's whole process group, then reaps the leader if it still runs.
+async fn kill_group(group: Option<Pid>, child: &mut Child) {
+    if let Some(group) = group {
+        // ESRCH: nothing is left of the group.
+        let _ = killpg(group, Signal::SIGKILL);
     }
     let _ = child.kill().await;
 }

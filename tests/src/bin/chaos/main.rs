@@ -151,8 +151,7 @@ fn say(started: Instant, what: &str) {
 async fn run(args: Args) -> Result<bool> {
     let started = Instant::now();
     let mut rng = Rng::new(args.seed);
-    let dir = std::env::temp_dir().join(format!("chime-chaos-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = chime_tests::scratch_dir("chaos")?;
     let log = dir.join("attempts.log");
     std::fs::write(&log, "")?;
     say(

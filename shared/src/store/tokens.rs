@@ -1,0 +1,177 @@
+//! API tokens: created with a role (the secret is returned once), looked up by the SHA-256 of the
+//! secret a caller presents, listed and revoked.
+//!
+//! Secrets are 32 random bytes, so one unsalted SHA-256 is enough to make a stolen table useless
+//! and lets a presented token be found by an index instead of a scan.
+
+use jiff::Timestamp;
+use ring::digest::{SHA256, digest};
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{Context, Store, StoreError};
+use crate::config::is_valid_name;
+use crate::model::{Identity, Role};
+
+/// The prefix of every secret, so a leaked one is recognisable (secret scanners, logs).
+pub const SECRET_PREFIX: &str = "chime_";
+
+/// A token as listed (never its secret).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TokenView {
+    /// Its name: the `submit_user` of tasks it submits, the actor in the audit trail.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+    /// The OS users its tasks may ask for (`*`: any).
+    pub execute_users: Vec<String>,
+    /// Who created it.
+    pub created_by: String,
+    /// When.
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+}
+
+/// A token just created, with the secret that is shown this once.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CreatedToken {
+    /// The token.
+    #[serde(flatten)]
+    pub token: TokenView,
+    /// `Authorization: Bearer <secret>`; not stored, not shown again.
+    pub secret: String,
+}
+
+fn sha256(secret: &str) -> Vec<u8> {
+    digest(&SHA256, secret.as_bytes()).as_ref().to_vec()
+}
+
+fn new_secret() -> Result<String, StoreError> {
+    let mut bytes = [0u8; 32];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| StoreError::Invalid("the system's random source failed".into()))?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{SECRET_PREFIX}{hex}"))
+}
+
+/// Creates a token named `name`; its secret is in the answer and nowhere else.
+pub async fn create(
+    store: &Store,
+    name: &str,
+    role: Role,
+    execute_users: &[String],
+    created_by: &str,
+) -> Result<CreatedToken, StoreError> {
+    if !is_valid_name(name) {
+        return Err(StoreError::Invalid(format!(
+            "invalid token name {name:?}: use 1-100 letters, digits, '-', '_' or '.'"
+        )));
+    }
+    if let Some(bad) = execute_users
+        .iter()
+        .find(|u| u.as_str() != crate::model::ANY_USER && !is_valid_name(u))
+    {
+        return Err(StoreError::Invalid(format!(
+            "invalid execute user {bad:?}: a user name, or * for any"
+        )));
+    }
+    let secret = new_secret()?;
+    let created_at: Result<Timestamp, sqlx::Error> = sqlx::query_scalar(
+        "INSERT INTO api_tokens (name, role, execute_users, secret_sha256, created_by)
+         VALUES ($1, $2, $3, $4, $5) RETURNING created_at",
+    )
+    .bind(name)
+    .bind(role.as_str())
+    .bind(execute_users)
+    .bind(sha256(&secret))
+    .bind(created_by)
+    .fetch_one(store.pool())
+    .await
+    .map(|t: jiff_sqlx::Timestamp| t.to_jiff());
+    let created_at = match created_at {
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => {
+            return Err(StoreError::Conflict(format!(
+                "a token named {name:?} exists: revoke it first, or choose another name"
+            )));
+        }
+        other => other.context("creating a token")?,
+    };
+    Ok(CreatedToken {
+        token: TokenView {
+            name: name.to_string(),
+            role,
+            execute_users: execute_users.to_vec(),
+            created_by: created_by.to_string(),
+            created_at,
+        },
+        secret,
+    })
+}
+
+/// The live tokens, by name.
+pub async fn list(store: &Store) -> Result<Vec<TokenView>, StoreError> {
+    let rows: Vec<(String, String, Vec<String>, String, jiff_sqlx::Timestamp)> = sqlx::query_as(
+        "SELECT name, role, execute_users, created_by, created_at FROM api_tokens
+         WHERE revoked_at IS NULL ORDER BY name",
+    )
+    .fetch_all(store.pool())
+    .await
+    .context("listing tokens")?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(name, role, execute_users, created_by, created_at)| TokenView {
+                name,
+                // The column's CHECK holds the three names.
+                role: role.parse().unwrap_or(Role::Read),
+                execute_users,
+                created_by,
+                created_at: created_at.to_jiff(),
+            },
+        )
+        .collect())
+}
+
+/// Revokes the live token named `name`; it stops working at once.
+pub async fn revoke(store: &Store, name: &str) -> Result<(), StoreError> {
+    let done = sqlx::query(
+        "UPDATE api_tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL",
+    )
+    .bind(name)
+    .execute(store.pool())
+    .await
+    .context("revoking a token")?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!("token {name:?}")));
+    }
+    Ok(())
+}
+
+/// The identity behind a presented secret, if it is a live token's.
+pub async fn authenticate(store: &Store, secret: &str) -> Result<Option<Identity>, StoreError> {
+    let row: Option<(String, String, Vec<String>)> = sqlx::query_as(
+        "SELECT name, role, execute_users FROM api_tokens
+         WHERE secret_sha256 = $1 AND revoked_at IS NULL",
+    )
+    .bind(sha256(secret))
+    .fetch_optional(store.pool())
+    .await
+    .context("looking up a token")?;
+    Ok(row.and_then(|(name, role, execute_users)| {
+        Some(Identity {
+            name,
+            role: role.parse().ok()?,
+            execute_users,
+        })
+    }))
+}
+
+/// Whether any live token exists (then every API route but the health checks needs one).
+pub async fn any_live(store: &Store) -> Result<bool, StoreError> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM api_tokens WHERE revoked_at IS NULL)")
+        .fetch_one(store.pool())
+        .await
+        .context("checking for tokens")
+}
