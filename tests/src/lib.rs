@@ -274,6 +274,57 @@ pub async fn dead_letters(topology: &chime_core::bus::Topology) -> Result<i64> {
     Ok(i64::from(dead.message_count()))
 }
 
+/// Takes every message out of an installation's dead-letter queue and returns their reasons
+/// (`x-chime-reason`).
+pub async fn dead_letter_reasons(topology: &chime_core::bus::Topology) -> Result<Vec<String>> {
+    let conn = lapin::Connection::connect(&server_urls().1, lapin::ConnectionProperties::default())
+        .await?;
+    let channel = conn.create_channel().await?;
+    let mut reasons = Vec::new();
+    loop {
+        let got = channel
+            .basic_get(
+                topology.dead_exchange().into(),
+                lapin::options::BasicGetOptions { no_ack: true },
+            )
+            .await?;
+        let Some(message) = got else {
+            break;
+        };
+        let headers = message
+            .delivery
+            .properties
+            .headers()
+            .clone()
+            .unwrap_or_default();
+        reasons.push(match headers.inner().get("x-chime-reason") {
+            Some(lapin::types::AMQPValue::LongString(s)) => s.to_string(),
+            other => format!("no reason header: {other:?}"),
+        });
+    }
+    let _ = conn.close(200, "done".into()).await;
+    Ok(reasons)
+}
+
+/// Waits (up to a minute) until at least `n` messages were dead-lettered, taking them out of the
+/// queue, and returns their reasons.
+pub async fn wait_dead_letters(
+    topology: &chime_core::bus::Topology,
+    n: usize,
+) -> Result<Vec<String>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut reasons = Vec::new();
+    while reasons.len() < n {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {n} dead letters (got {reasons:?})"
+        );
+        reasons.extend(dead_letter_reasons(topology).await?);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(reasons)
+}
+
 /// The `chime-e2e` binary cargo built beside the test executable (`target/<profile>/`).
 pub fn chime_binary() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("CARGO_BIN_EXE_chime-e2e") {

@@ -10,6 +10,7 @@ mod firing_rules;
 mod outbox;
 mod process;
 mod schedule;
+mod security;
 mod triggers;
 mod worker;
 mod worker_process;

@@ -173,6 +173,34 @@ async fn a_timeout_kills_the_whole_process_group() -> Result<()> {
     env.cleanup().await
 }
 
+/// What a task leaves running in the background dies when the task ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_ends_leaves_no_background_child_running() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let id = env
+        .submit(&[
+            "--kind",
+            "shell",
+            "--script",
+            "sleep 1000 >/dev/null 2>&1 & echo $!",
+        ])
+        .await?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    let child: i32 = task
+        .result
+        .map(|r| r.output)
+        .unwrap_or_default()
+        .trim()
+        .parse()?;
+    eventually("the background sleep to die", || async {
+        Ok(!alive(child))
+    })
+    .await?;
+    env.cleanup().await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_ends_a_running_task_and_its_children() -> Result<()> {
     let mut env = TestEnv::new().await?;

@@ -1,0 +1,728 @@
+//! Safe by default: who may call what, what a task can see and become, and what the API and the
+//! broker refuse. Each test is one of the ways in an attacker would try.
+
+use anyhow::{Context, Result};
+use chime_cli::commands::services::Services;
+use chime_core::bus::Topology;
+use chime_core::config::AmqpUser;
+use chime_core::model::message::SubmitMessage;
+use chime_core::model::{NewTask, Role, TaskStatus};
+use chime_core::store::{task_lifecycle, tokens};
+use chime_tests::{TestEnv, eventually, free_port, http, last_line, wait_dead_letters};
+use lapin::BasicProperties;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use reqwest::StatusCode;
+use serde_json::json;
+use uuid::Uuid;
+
+async fn token(env: &TestEnv, name: &str, role: Role, execute_users: &[&str]) -> Result<String> {
+    let users: Vec<String> = execute_users.iter().map(|u| u.to_string()).collect();
+    Ok(tokens::create(&env.store, name, role, &users, "test")
+        .await?
+        .secret)
+}
+
+async fn status_of(request: reqwest::RequestBuilder) -> Result<StatusCode> {
+    Ok(request.send().await?.status())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tokens_every_call_needs_one_and_each_role_only_its_own() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let api = env.api_url().to_string();
+    let client = http();
+    let reader = token(&env, "dash", Role::Read, &[]).await?;
+    let operator = token(&env, "ci", Role::Operate, &["daemon"]).await?;
+    let admin = token(&env, "ops", Role::Admin, &[]).await?;
+
+    // Without a token: only the health checks and the dashboard's empty page.
+    for path in [
+        "/api/v1/tasks",
+        "/api/v1/jobs",
+        "/api/v1/workers",
+        "/api/v1/openapi.json",
+        "/metrics",
+    ] {
+        let status = status_of(client.get(format!("{api}{path}"))).await?;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+    }
+    for path in ["/healthz", "/readyz", "/"] {
+        assert_eq!(
+            status_of(client.get(format!("{api}{path}"))).await?,
+            StatusCode::OK
+        );
+    }
+    let noop = json!({"kind": "noop"});
+    let submit = |secret: &str, body: &serde_json::Value| {
+        client
+            .post(format!("{api}/api/v1/tasks"))
+            .bearer_auth(secret)
+            .json(body)
+    };
+    assert_eq!(
+        status_of(client.post(format!("{api}/api/v1/tasks")).json(&noop)).await?,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        status_of(submit("chime_not-a-token", &noop)).await?,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // read: reads, cannot submit.
+    assert_eq!(
+        status_of(
+            client
+                .get(format!("{api}/api/v1/tasks"))
+                .bearer_auth(&reader)
+        )
+        .await?,
+        StatusCode::OK
+    );
+    let refused = submit(&reader, &noop).send().await?;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let body: serde_json::Value = refused.json().await?;
+    assert!(
+        body["error"].as_str().unwrap_or("").contains("operate"),
+        "{body}"
+    );
+
+    // operate: submits (recorded as its name), only as its execute users; cannot create a job.
+    let created = submit(&operator, &noop).send().await?;
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let id: Uuid = created.json::<serde_json::Value>().await?["id"]
+        .as_str()
+        .context("an id")?
+        .parse()?;
+    let submit_user: Option<String> =
+        sqlx::query_scalar("SELECT submit_user FROM tasks WHERE id = $1")
+            .bind(id)
+            .fetch_one(env.store.pool())
+            .await?;
+    assert_eq!(submit_user.as_deref(), Some("ci"));
+    let as_root = json!({"kind": "noop", "execute_user": "root"});
+    assert_eq!(
+        status_of(submit(&operator, &as_root)).await?,
+        StatusCode::FORBIDDEN
+    );
+    let as_daemon = json!({"kind": "noop", "execute_user": "daemon"});
+    assert_eq!(
+        status_of(submit(&operator, &as_daemon)).await?,
+        StatusCode::CREATED
+    );
+    let job = json!({"name": "nightly", "kind": "noop"});
+    let create_job = |secret: &str| {
+        client
+            .post(format!("{api}/api/v1/jobs"))
+            .bearer_auth(secret)
+            .json(&job)
+    };
+    assert_eq!(
+        status_of(create_job(&operator)).await?,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        status_of(
+            client
+                .get(format!("{api}/api/v1/tokens"))
+                .bearer_auth(&operator)
+        )
+        .await?,
+        StatusCode::FORBIDDEN
+    );
+    env.wait_terminal(id).await?;
+    let rerun = client
+        .post(format!("{api}/api/v1/tasks/{id}/rerun"))
+        .bearer_auth(&operator);
+    assert_eq!(status_of(rerun).await?, StatusCode::OK);
+
+    // admin: changes the schedule, and manages tokens from the CLI.
+    assert_eq!(status_of(create_job(&admin)).await?, StatusCode::CREATED);
+    let out = env
+        .chime(&[
+            "--token",
+            &admin,
+            "token",
+            "create",
+            "nightly-bot",
+            "--role",
+            "read",
+        ])
+        .await?;
+    assert!(out.status.success(), "{out:?}");
+    let secret = last_line(&out);
+    assert!(secret.starts_with("chime_"), "{secret}");
+    assert_eq!(
+        status_of(
+            client
+                .get(format!("{api}/api/v1/jobs"))
+                .bearer_auth(&secret)
+        )
+        .await?,
+        StatusCode::OK
+    );
+    let listed = env.chime(&["--token", &admin, "token", "list"]).await?;
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(
+        listed.contains("nightly-bot") && !listed.contains(&secret),
+        "{listed}"
+    );
+
+    // The audit trail names who re-ran the task and who created the job.
+    let out = env.chime(&["--token", &admin, "audit", "--json"]).await?;
+    assert!(out.status.success(), "{out:?}");
+    let events: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)?;
+    let seen = |actor: &str, target: &str| {
+        events
+            .iter()
+            .any(|e| e["actor"] == actor && e["target"].as_str().is_some_and(|t| t == target))
+    };
+    assert!(
+        seen("ci", &format!("/api/v1/tasks/{id}/rerun")),
+        "{events:?}"
+    );
+    assert!(seen("ops", "/api/v1/jobs"), "{events:?}");
+    assert!(seen("ops", "/api/v1/tokens"), "{events:?}");
+
+    // A revoked token stops working at once.
+    let out = env
+        .chime(&["--token", &admin, "token", "revoke", "ci"])
+        .await?;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        status_of(submit(&operator, &noop)).await?,
+        StatusCode::UNAUTHORIZED
+    );
+    env.cleanup().await
+}
+
+/// With no token, the API on loopback is the operator's alone: a web page they visit cannot
+/// drive it (cross-site form posts) or read it (DNS rebinding, another Host).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tokens_no_web_page_can_drive_the_loopback_api() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let api = env.api_url().to_string();
+    let host = api.trim_start_matches("http://").to_string();
+    let client = http();
+    let pause = format!("{api}/api/v1/trigger-groups/default/pause");
+    let form = || {
+        client
+            .post(&pause)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("x=1")
+    };
+    let refused = form().header("origin", "http://evil.example");
+    assert_eq!(status_of(refused).await?, StatusCode::FORBIDDEN);
+    let refused = form().header("sec-fetch-site", "cross-site");
+    assert_eq!(status_of(refused).await?, StatusCode::FORBIDDEN);
+    let rebound = client
+        .get(format!("{api}/api/v1/tasks"))
+        .header("host", "evil.example");
+    assert_eq!(status_of(rebound).await?, StatusCode::FORBIDDEN);
+    let paused: i64 = sqlx::query_scalar("SELECT count(*) FROM paused_trigger_groups")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(paused, 0, "a refused call changed nothing");
+
+    // The dashboard itself (same origin) and the CLI (no Origin) still work.
+    let same_origin = client
+        .post(&pause)
+        .header("origin", format!("http://{host}"))
+        .header("sec-fetch-site", "same-origin");
+    assert!(status_of(same_origin).await?.is_success());
+    let out = env.chime(&["workers"]).await?;
+    assert!(out.status.success(), "{out:?}");
+    env.cleanup().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_refuses_to_listen_beyond_loopback_without_a_token() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let addr = format!("0.0.0.0:{}", free_port()?);
+    let out = env.chime(&["api", "--api-addr", &addr]).await?;
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_default();
+    assert!(
+        line.contains("refusing to listen") && line.contains("CHIME_API_TOKEN"),
+        "{stderr}"
+    );
+    env.cleanup().await
+}
+
+/// A task sees a clean environment (never the worker's settings and secrets) and, on a root
+/// worker, is not root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_sees_no_secret_of_its_worker_and_is_not_root() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let _worker = env.spawn_chime_with(
+        &["worker"],
+        &[
+            ("CHIME_API_TOKEN", "worker-secret-token"),
+            ("LEAKED_BY_INHERITANCE", "1"),
+            ("TZ", "Europe/Paris"),
+            ("CHIME_WORKER__PASS_ENV", "TZ"),
+        ],
+    )?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let env_task = task_lifecycle::submit(
+        &env.store,
+        &topology,
+        NewTask {
+            kind: "shell".into(),
+            spec: json!({"command": ["env"], "env": {"MINE": "yes"}}),
+            data_time: Some("2026-01-01T00:00:00Z".parse()?),
+            ..NewTask::default()
+        },
+    )
+    .await?;
+    let id_task = task_lifecycle::submit(
+        &env.store,
+        &topology,
+        NewTask {
+            kind: "shell".into(),
+            spec: json!({"command": ["id", "-u"]}),
+            ..NewTask::default()
+        },
+    )
+    .await?;
+    let task = env.wait_terminal(env_task.id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    let output = task.result.map(|r| r.output).unwrap_or_default();
+    let allowed = [
+        "PATH",
+        "LANG",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "MINE",
+        "TZ",
+        "CHIME_TASK_ID",
+        "CHIME_ATTEMPT",
+        "CHIME_DATA",
+        "CHIME_DATA_TIME",
+    ];
+    let names: Vec<&str> = output
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+        .collect();
+    for name in &names {
+        assert!(
+            allowed.contains(name),
+            "{name} leaked into the task: {output}"
+        );
+    }
+    for name in ["MINE", "TZ", "CHIME_TASK_ID", "CHIME_DATA_TIME", "PATH"] {
+        assert!(names.contains(&name), "{name} missing: {output}");
+    }
+    assert!(!output.contains("worker-secret-token"), "{output}");
+    let task = env.wait_terminal(id_task.id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    if nix::unistd::Uid::effective().is_root() {
+        let uid = task.result.map(|r| r.output).unwrap_or_default();
+        assert_ne!(uid.trim(), "0", "a task without execute_user ran as root");
+    }
+    env.cleanup().await
+}
+
+/// Data too large for a variable reaches the task in a file; an argument the kernel would refuse
+/// is refused at submission, not an E2BIG at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_data_goes_in_a_file_and_an_oversized_argument_is_refused() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let big = "x".repeat(300 * 1024);
+    let response = http()
+        .post(format!("{}/api/v1/tasks", env.api_url()))
+        .json(&json!({
+            "kind": "shell",
+            "spec": {"command": "test -z \"$CHIME_DATA\" && wc -c < \"$CHIME_DATA_FILE\""},
+            "data": {"blob": big},
+        }))
+        .send()
+        .await?;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let id: Uuid = response.json::<serde_json::Value>().await?["id"]
+        .as_str()
+        .context("an id")?
+        .parse()?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    let size: usize = task
+        .result
+        .map(|r| r.output)
+        .unwrap_or_default()
+        .trim()
+        .parse()?;
+    assert!(size > 300 * 1024, "{size}");
+
+    let response = http()
+        .post(format!("{}/api/v1/tasks", env.api_url()))
+        .json(&json!({
+            "kind": "shell",
+            "spec": {"command": ["true"], "env": {"BIG": big}},
+        }))
+        .send()
+        .await?;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: serde_json::Value = response.json().await?;
+    assert!(
+        body["error"].as_str().unwrap_or("").contains("env.BIG"),
+        "{body}"
+    );
+    env.cleanup().await
+}
+
+async fn publish_submission(env: &TestEnv, task: NewTask, user_id: Option<&str>) -> Result<()> {
+    let topology = Topology::new(env.settings.prefix.clone());
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let mut properties =
+        BasicProperties::default().with_message_id(Uuid::now_v7().to_string().into());
+    if let Some(user) = user_id {
+        properties = properties.with_user_id(user.into());
+    }
+    channel
+        .basic_publish(
+            topology.submit_exchange().into(),
+            topology.submit_exchange().into(),
+            BasicPublishOptions::default(),
+            &SubmitMessage(task).encode(),
+            properties,
+        )
+        .await?
+        .await?;
+    let _ = conn.close(200, "done".into()).await;
+    Ok(())
+}
+
+/// With authentication on, an AMQP submission must carry a broker-validated `user_id` that chime
+/// maps to a role; the task records it as its submitter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_submissions_need_a_mapped_broker_user_when_auth_is_on() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.settings.amqp_users.insert(
+        "guest".into(),
+        AmqpUser {
+            role: Role::Operate,
+            execute_users: Vec::new(),
+        },
+    );
+    env.start(Services::ALL).await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let noop = |id: Uuid| NewTask {
+        id: Some(id),
+        kind: "noop".into(),
+        ..NewTask::default()
+    };
+    let anonymous = Uuid::now_v7();
+    publish_submission(&env, noop(anonymous), None).await?;
+    let as_root = Uuid::now_v7();
+    publish_submission(
+        &env,
+        NewTask {
+            execute_user: Some("root".into()),
+            ..noop(as_root)
+        },
+        Some("guest"),
+    )
+    .await?;
+    let mapped = Uuid::now_v7();
+    publish_submission(&env, noop(mapped), Some("guest")).await?;
+
+    let task = env.wait_terminal(mapped).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    let submit_user: Option<String> =
+        sqlx::query_scalar("SELECT submit_user FROM tasks WHERE id = $1")
+            .bind(mapped)
+            .fetch_one(env.store.pool())
+            .await?;
+    assert_eq!(submit_user.as_deref(), Some("guest"));
+    let reasons = wait_dead_letters(&topology, 2).await?;
+    assert!(reasons.iter().any(|r| r.contains("user_id")), "{reasons:?}");
+    assert!(
+        reasons.iter().any(|r| r.contains("execute_user \"root\"")),
+        "{reasons:?}"
+    );
+    for refused in [anonymous, as_root] {
+        assert!(
+            task_lifecycle_missing(&env, refused).await?,
+            "{refused} was written"
+        );
+    }
+    env.cleanup().await
+}
+
+async fn task_lifecycle_missing(env: &TestEnv, id: Uuid) -> Result<bool> {
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE id = $1")
+        .bind(id)
+        .fetch_one(env.store.pool())
+        .await?;
+    Ok(n == 0)
+}
+
+/// A worker group is declared before anything is sent to it: a typo is an error everywhere, and
+/// makes no queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_worker_group_is_refused_everywhere_and_makes_no_queue() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let api = env.api_url().to_string();
+    let client = http();
+    let response = client
+        .post(format!("{api}/api/v1/tasks"))
+        .json(&json!({"kind": "noop", "group": "nosuchgroup"}))
+        .send()
+        .await?;
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let body: serde_json::Value = response.json().await?;
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("chime group create nosuchgroup"),
+        "{body}"
+    );
+    let out = env
+        .chime(&["submit", "--kind", "noop", "--group", "nosuchgroup"])
+        .await?;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("error: unknown worker group"),
+        "{out:?}"
+    );
+    let job = client
+        .post(format!("{api}/api/v1/jobs"))
+        .json(&json!({"name": "j", "kind": "noop", "worker_group": "nosuchgroup"}));
+    assert_eq!(status_of(job).await?, StatusCode::UNPROCESSABLE_ENTITY);
+    let out = env.chime(&["route", "set", "hive", "nosuchgroup"]).await?;
+    assert!(!out.status.success(), "{out:?}");
+    let over_amqp = Uuid::now_v7();
+    publish_submission(
+        &env,
+        NewTask {
+            id: Some(over_amqp),
+            kind: "noop".into(),
+            group: Some("nosuchgroup".into()),
+            ..NewTask::default()
+        },
+        None,
+    )
+    .await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let reasons = wait_dead_letters(&topology, 1).await?;
+    assert!(reasons[0].contains("unknown worker group"), "{reasons:?}");
+    let tasks: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(tasks, 0);
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    let queue = channel
+        .queue_declare(
+            topology.group_queue("nosuchgroup").into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await;
+    assert!(queue.is_err(), "a queue was made for a typo");
+    let _ = conn.close(200, "done".into()).await;
+
+    // Declared, it works; in use, it cannot be deleted; unused, it can.
+    let out = env.chime(&["group", "create", "etl"]).await?;
+    assert!(out.status.success(), "{out:?}");
+    let job = client
+        .post(format!("{api}/api/v1/jobs"))
+        .json(&json!({"name": "j", "kind": "noop", "worker_group": "etl"}));
+    assert_eq!(status_of(job).await?, StatusCode::CREATED);
+    let out = env.chime(&["group", "delete", "etl"]).await?;
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("in use"),
+        "{out:?}"
+    );
+    let out = env.chime(&["group", "list"]).await?;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("etl"));
+    env.cleanup().await
+}
+
+/// Input PostgreSQL cannot store, or that makes no sense, is a 4xx naming the field (never a
+/// 503 with database text), and over AMQP a dead letter at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_4xx_naming_the_field_never_a_503() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let api = env.api_url().to_string();
+    let client = http();
+    let cases = [
+        (
+            "/api/v1/tasks",
+            json!({"kind": "noop", "data": {"k": "a\u{0}b"}}),
+            "data.k",
+        ),
+        (
+            "/api/v1/tasks",
+            json!({"kind": "noop", "execute_user": "../x"}),
+            "execute_user",
+        ),
+        (
+            "/api/v1/jobs",
+            json!({"name": "j", "kind": "noop", "failed_retries": -1}),
+            "failed_retries",
+        ),
+        (
+            "/api/v1/jobs",
+            json!({"name": "j", "kind": "noop", "reject_interval_ms": -5}),
+            "reject_interval_ms",
+        ),
+        (
+            "/api/v1/jobs",
+            json!({"name": "j", "kind": "noop", "timeout_ms": 0}),
+            "timeout_ms",
+        ),
+        (
+            "/api/v1/jobs",
+            json!({"name": "..", "kind": "noop"}),
+            "job name",
+        ),
+        (
+            "/api/v1/jobs",
+            json!({"name": ".", "kind": "noop"}),
+            "job name",
+        ),
+        (
+            "/api/v1/jobs",
+            json!({"name": "j", "group": "a/b", "kind": "noop"}),
+            "job group",
+        ),
+        (
+            "/api/v1/jobs",
+            json!({"name": "j", "kind": "noop", "description": "x\u{0}"}),
+            "description",
+        ),
+        (
+            "/api/v1/worker-groups",
+            json!({"name": ".."}),
+            "worker group",
+        ),
+    ];
+    for (path, body, field) in cases {
+        let response = client
+            .post(format!("{api}{path}"))
+            .json(&body)
+            .send()
+            .await?;
+        let status = response.status();
+        let text = response.text().await?;
+        assert!(status.is_client_error(), "{body}: {status} {text}");
+        assert!(text.contains(field), "{body}: {text} should name {field}");
+    }
+    let route = client
+        .put(format!("{api}/api/v1/kind-routes/a%20b"))
+        .json(&json!({"worker_group": "default"}));
+    assert_eq!(status_of(route).await?, StatusCode::BAD_REQUEST);
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(jobs, 0);
+
+    // Over AMQP a NUL is dead-lettered at once, not retried to the queue's delivery limit.
+    let topology = Topology::new(env.settings.prefix.clone());
+    publish_submission(
+        &env,
+        NewTask {
+            id: Some(Uuid::now_v7()),
+            kind: "noop".into(),
+            data: json!({"k": "a\u{0}b"}),
+            ..NewTask::default()
+        },
+        None,
+    )
+    .await?;
+    let reasons = wait_dead_letters(&topology, 1).await?;
+    assert!(reasons[0].contains("NUL"), "{reasons:?}");
+    env.cleanup().await
+}
+
+fn peak_rss_bytes(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .context("no VmHWM")?;
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .context("no VmHWM value")?
+        .parse()?;
+    Ok(kib * 1024)
+}
+
+/// A task list is summaries: its size is bounded by its length, whatever the tasks carry, and
+/// lists read at once do not grow the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_lists_are_summaries_bounded_by_their_length() -> Result<()> {
+    let env = TestEnv::new().await?;
+    sqlx::query(
+        "INSERT INTO tasks (id, kind, spec, worker_group, status, data, result)
+         SELECT gen_random_uuid(), 'noop', '{}', 'default', 'succeeded',
+                jsonb_build_object('k', repeat(md5(i::text), 32768)),
+                jsonb_build_object('output', 'o', 'exit_code', 0)
+         FROM generate_series(1, 1000) i",
+    )
+    .execute(env.store.pool())
+    .await?;
+    let port = free_port()?;
+    let addr = format!("127.0.0.1:{port}");
+    let mut api = env.spawn_chime_with(&["api", "--api-addr", &addr], &[])?;
+    let pid = api.id().context("the API's pid")?;
+    let url = format!("http://{addr}");
+    eventually("the API to be ready", || async {
+        Ok(http()
+            .get(format!("{url}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success()))
+    })
+    .await?;
+    let lists = (0..8).map(|_| {
+        let url = url.clone();
+        async move {
+            let body = http()
+                .get(format!("{url}/api/v1/tasks?limit=1000"))
+                .send()
+                .await?
+                .bytes()
+                .await?;
+            anyhow::Ok(body)
+        }
+    });
+    for body in futures::future::try_join_all(lists).await? {
+        let tasks: Vec<serde_json::Value> = serde_json::from_slice(&body)?;
+        assert_eq!(tasks.len(), 1000);
+        assert!(
+            body.len() < 2_000_000,
+            "a list of 1,000 is {} bytes",
+            body.len()
+        );
+        assert!(tasks[0].get("data").is_none() && tasks[0].get("spec").is_none());
+    }
+    let peak = peak_rss_bytes(pid)?;
+    assert!(
+        peak < 100 * 1024 * 1024,
+        "the API peaked at {} MiB",
+        peak >> 20
+    );
+    api.kill().await?;
+    env.cleanup().await
+}
