@@ -71,6 +71,17 @@ pub async fn check(
     totals.tasks = sqlx::query_scalar("SELECT count(*) FROM tasks")
         .fetch_one(store.pool())
         .await?;
+    // The log is the witness of what ran: a harness whose commands cannot write it would pass
+    // every check on it vacuously.
+    let succeeded: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM task_attempts WHERE outcome = 'succeeded'")
+            .fetch_one(store.pool())
+            .await?;
+    if succeeded > 0 && totals.executed == 0 {
+        violations.push(format!(
+            "3: {succeeded} attempts succeeded but the log of executed commands is empty"
+        ));
+    }
     fires_exactly_once(store, paused_at, &mut violations).await?;
     every_task_terminal(store, submitted, &mut violations).await?;
     nothing_ran_twice(store, &runs, &mut violations).await?;

@@ -154,6 +154,8 @@ async fn run(args: Args) -> Result<bool> {
     let dir = chime_tests::scratch_dir("chaos")?;
     let log = dir.join("attempts.log");
     std::fs::write(&log, "")?;
+    // Tasks append to it as the workers' unprivileged default user.
+    std::fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
     say(
         started,
         &format!("seed {}, directory {}", args.seed, dir.display()),
