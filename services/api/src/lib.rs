@@ -55,6 +55,9 @@ pub enum ApiStartError {
         /// The address.
         addr: String,
     },
+    /// The store could not record the bootstrap token.
+    #[error("{0}")]
+    Store(#[source] chime_core::store::StoreError),
     /// The server failed.
     #[error("serving HTTP: {0}")]
     Serve(#[source] std::io::Error),
@@ -171,6 +174,7 @@ pub fn state(node: &Node, listener: &TcpListener) -> AppState {
         broker: node.broker.clone(),
         bootstrap_token: node.settings.api_token.clone(),
         auth_required: !loopback && !node.settings.insecure_no_auth,
+        loopback,
         metrics_public: node.settings.metrics_public,
         metrics: chime_core::telemetry::metrics_handle(),
     }
@@ -186,6 +190,11 @@ pub async fn bind(node: &Node, addr: &str) -> Result<TcpListener, ApiStartError>
             addr: addr.to_string(),
             source,
         })?;
+    if let Some(secret) = &node.settings.api_token {
+        chime_core::store::tokens::ensure_bootstrap(&node.store, secret)
+            .await
+            .map_err(ApiStartError::Store)?;
+    }
     let loopback = listener
         .local_addr()
         .is_ok_and(|addr| addr.ip().is_loopback());

@@ -15,6 +15,9 @@ pub struct AppState {
     pub bootstrap_token: Option<String>,
     /// Whether every call needs a token even when none exists (the API listens beyond loopback).
     pub auth_required: bool,
+    /// Whether the API listens on loopback only (then, without tokens, only loopback names and
+    /// same-origin changes are served).
+    pub loopback: bool,
     /// Whether `/metrics` is served without a token.
     pub metrics_public: bool,
     /// The process's Prometheus recorder.

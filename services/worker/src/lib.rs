@@ -240,6 +240,12 @@ pub async fn run(
             &short[short.len() - 4..]
         ),
     };
+    // Tasks that run as the worker's own user must not read its environment (the database URL,
+    // tokens) from /proc/<worker>/environ, nor ptrace it: a process that is not dumpable allows
+    // neither to anyone but root. (A child's exec makes the child dumpable again.)
+    if let Err(error) = nix::sys::prctl::set_dumpable(false) {
+        warn!(%error, "cannot make the worker undumpable: its tasks may read its environment");
+    }
     let executors = Executors::new(&settings, node.settings.executors.clone())
         .map_err(WorkerError::HttpClient)?;
     let kinds = executors.kinds();

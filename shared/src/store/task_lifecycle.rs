@@ -576,6 +576,14 @@ pub async fn run_job_now(
     data: serde_json::Value,
     data_time: Option<jiff::Timestamp>,
 ) -> Result<Uuid, StoreError> {
+    crate::model::check_json("data", &data).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let size = data.to_string().len();
+    if size > crate::model::MAX_PAYLOAD_BYTES {
+        return Err(StoreError::Invalid(format!(
+            "data is {size} bytes, the limit is {}",
+            crate::model::MAX_PAYLOAD_BYTES
+        )));
+    }
     #[derive(sqlx::FromRow)]
     struct Job {
         id: i64,

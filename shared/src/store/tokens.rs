@@ -56,6 +56,32 @@ fn new_secret() -> Result<String, StoreError> {
     Ok(format!("{SECRET_PREFIX}{hex}"))
 }
 
+/// Names that are not tokens a user may create: `local` is the caller of an API without tokens,
+/// `bootstrap` the row of `CHIME_API_TOKEN`.
+pub const RESERVED_NAMES: [&str; 2] = ["local", BOOTSTRAP_NAME];
+/// The name of `CHIME_API_TOKEN`'s row.
+pub const BOOTSTRAP_NAME: &str = "bootstrap";
+
+/// Records `CHIME_API_TOKEN` as the live admin token named `bootstrap` (replacing the secret of a
+/// previous one), so every process of the installation — workers checking AMQP submissions
+/// included — knows authentication is on, whether or not it was given the token itself. It stays
+/// live until `chime token revoke bootstrap`.
+pub async fn ensure_bootstrap(store: &Store, secret: &str) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO api_tokens (name, role, execute_users, secret_sha256, created_by)
+         VALUES ($1, 'admin', '{*}', $2, 'CHIME_API_TOKEN')
+         ON CONFLICT (name) WHERE revoked_at IS NULL
+         DO UPDATE SET secret_sha256 = excluded.secret_sha256, role = 'admin',
+                       execute_users = '{*}'",
+    )
+    .bind(BOOTSTRAP_NAME)
+    .bind(sha256(secret))
+    .execute(store.pool())
+    .await
+    .context("recording the bootstrap token")?;
+    Ok(())
+}
+
 /// Creates a token named `name`; its secret is in the answer and nowhere else.
 pub async fn create(
     store: &Store,
@@ -67,6 +93,11 @@ pub async fn create(
     if !is_valid_name(name) {
         return Err(StoreError::Invalid(format!(
             "invalid token name {name:?}: use 1-100 letters, digits, '-', '_' or '.'"
+        )));
+    }
+    if RESERVED_NAMES.contains(&name) {
+        return Err(StoreError::Invalid(format!(
+            "{name:?} is a reserved name; choose another"
         )));
     }
     if let Some(bad) = execute_users

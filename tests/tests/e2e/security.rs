@@ -162,6 +162,19 @@ async fn with_tokens_every_call_needs_one_and_each_role_only_its_own() -> Result
         .await?,
         StatusCode::OK
     );
+    // A token gives no more than its creator has, and reserved names are refused.
+    let limited = token(&env, "limited-admin", Role::Admin, &[]).await?;
+    let wider = client
+        .post(format!("{api}/api/v1/tokens"))
+        .bearer_auth(&limited)
+        .json(&json!({"name": "wide", "role": "operate", "execute_users": ["*"]}));
+    assert_eq!(status_of(wider).await?, StatusCode::FORBIDDEN);
+    let reserved = env
+        .chime(&[
+            "--token", &admin, "token", "create", "local", "--role", "read",
+        ])
+        .await?;
+    assert!(!reserved.status.success(), "{reserved:?}");
     let listed = env.chime(&["--token", &admin, "token", "list"]).await?;
     let listed = String::from_utf8_lossy(&listed.stdout).to_string();
     assert!(
@@ -221,6 +234,10 @@ async fn without_tokens_no_web_page_can_drive_the_loopback_api() -> Result<()> {
         .get(format!("{api}/api/v1/tasks"))
         .header("host", "evil.example");
     assert_eq!(status_of(rebound).await?, StatusCode::FORBIDDEN);
+    let proxied = client
+        .get(format!("{api}/api/v1/tasks"))
+        .header("x-forwarded-for", "203.0.113.9");
+    assert_eq!(status_of(proxied).await?, StatusCode::FORBIDDEN);
     let paused: i64 = sqlx::query_scalar("SELECT count(*) FROM paused_trigger_groups")
         .fetch_one(env.store.pool())
         .await?;
@@ -627,6 +644,8 @@ async fn bad_input_is_a_4xx_naming_the_field_never_a_503() -> Result<()> {
         assert!(status.is_client_error(), "{body}: {status} {text}");
         assert!(text.contains(field), "{body}: {text} should name {field}");
     }
+    let nul_path = client.get(format!("{api}/api/v1/jobs/a%00/b"));
+    assert_eq!(status_of(nul_path).await?, StatusCode::BAD_REQUEST);
     let route = client
         .put(format!("{api}/api/v1/kind-routes/a%20b"))
         .json(&json!({"worker_group": "default"}));
@@ -724,5 +743,53 @@ async fn task_lists_are_summaries_bounded_by_their_length() -> Result<()> {
         peak >> 20
     );
     api.kill().await?;
+    env.cleanup().await
+}
+
+/// `CHIME_API_TOKEN` is recorded (hashed) as the `bootstrap` token, so every process of the
+/// installation — a worker started without it included — knows authentication is on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bootstrap_token_turns_authentication_on_for_every_process() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.settings.api_token = Some("bootstrap-secret-for-this-test".into());
+    env.start(Services::API).await?;
+    let listed = tokens::list(&env.store).await?;
+    assert!(
+        listed
+            .iter()
+            .any(|t| t.name == "bootstrap" && t.role == Role::Admin),
+        "{listed:?}"
+    );
+    assert!(tokens::any_live(&env.store).await?);
+    let api = env.api_url().to_string();
+    let client = http();
+    assert_eq!(
+        status_of(client.get(format!("{api}/api/v1/tasks"))).await?,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        status_of(
+            client
+                .get(format!("{api}/api/v1/tasks"))
+                .bearer_auth("bootstrap-secret-for-this-test")
+        )
+        .await?,
+        StatusCode::OK
+    );
+    // A worker that was not given the token refuses an anonymous AMQP submission.
+    let _worker = env.spawn_chime(&["worker"])?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    publish_submission(
+        &env,
+        NewTask {
+            id: Some(Uuid::now_v7()),
+            kind: "noop".into(),
+            ..NewTask::default()
+        },
+        None,
+    )
+    .await?;
+    let reasons = wait_dead_letters(&topology, 1).await?;
+    assert!(reasons[0].contains("user_id"), "{reasons:?}");
     env.cleanup().await
 }

@@ -39,6 +39,31 @@ pub async fn create_token(
     Extension(caller): Extension<Caller>,
     ApiJson(token): ApiJson<NewToken>,
 ) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
+    // A token gives no more than its creator has.
+    let caller_any = caller
+        .0
+        .execute_users
+        .iter()
+        .any(|u| u == chime_core::model::ANY_USER);
+    if let Some(beyond) = token
+        .execute_users
+        .iter()
+        .find(|u| !caller_any && !caller.0.execute_users.contains(u))
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{:?} may not give execute user {beyond:?}: a token gets no more than its creator",
+                caller.0.name
+            ),
+        ));
+    }
+    if token.role > caller.0.role {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "a token gets no higher role than its creator's",
+        ));
+    }
     let created = tokens::create(
         &state.store,
         &token.name,

@@ -71,6 +71,14 @@ impl UserPolicy {
             }
         };
         let mut user = lookup_name(name)?;
+        // Root by any name (another account with uid 0, or a default user that is root) only
+        // when root is listed by name.
+        if user.uid.is_root() && !self.allowed.iter().any(|u| u == "root") {
+            return Err(format!(
+                "{name:?} is root (uid 0), which this worker allows only if worker.execute_users \
+                 lists root"
+            ));
+        }
         user.switch = user.uid != me;
         Ok(user)
     }

@@ -78,9 +78,12 @@ impl Drop for DataFile {
 /// Writes `data` to a new file only `user` can read. `create_new` refuses a path that exists
 /// (a planted symlink included).
 fn write_data_file(data: &str, attempt: &Attempt, user: &RunAs) -> std::io::Result<DataFile> {
+    // A name no other task can guess and take first.
     let path = std::env::temp_dir().join(format!(
-        "chime-data-{}-{}.json",
-        attempt.message.task_id, attempt.message.attempt
+        "chime-data-{}-{}-{}.json",
+        attempt.message.task_id,
+        attempt.message.attempt,
+        uuid::Uuid::now_v7().simple()
     ));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
