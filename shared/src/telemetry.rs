@@ -22,8 +22,11 @@ pub fn init_logging(default_filter: &str) {
             .with(fmt::layer().json().with_writer(std::io::stderr))
             .try_init()
     } else {
+        // Colour only for a person at a terminal: piped into a file or a log collector, escape
+        // codes are noise.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
         registry
-            .with(fmt::layer().with_writer(std::io::stderr))
+            .with(fmt::layer().with_ansi(ansi).with_writer(std::io::stderr))
             .try_init()
     };
 }

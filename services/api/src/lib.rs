@@ -160,7 +160,13 @@ pub fn router(state: AppState) -> Router {
             auth::authorize,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(TraceLayer::new_for_http())
+        // A 5xx is logged where it is made (ApiError, with its reason); a 503 from /readyz is an
+        // answer, not a failure of the API, so the trace layer keeps failures at debug.
+        .layer(
+            TraceLayer::new_for_http().on_failure(
+                tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG),
+            ),
+        )
         .with_state(state)
 }
 

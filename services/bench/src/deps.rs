@@ -83,6 +83,7 @@ pub async fn run(settings: &Settings, data_times: usize, rate: f64) -> BenchResu
             "up",
             serde_json::json!({}),
             Some(data_time),
+            None,
         )
         .await?;
     }

@@ -567,7 +567,8 @@ pub async fn record_trigger_fires(
 }
 
 /// `(nothing) → ready` for a job run on demand (`chime job run`): a task with the job's settings,
-/// its data overlaid with `data`, for `data_time` (default now), published at once.
+/// its data overlaid with `data`, for `data_time` (default now) truncated to the job's data-time
+/// period as a fire's would be, submitted by `submit_user`, published at once.
 pub async fn run_job_now(
     store: &Store,
     topology: &Topology,
@@ -575,6 +576,7 @@ pub async fn run_job_now(
     name: &str,
     data: serde_json::Value,
     data_time: Option<jiff::Timestamp>,
+    submit_user: Option<&str>,
 ) -> Result<Uuid, StoreError> {
     crate::model::check_json("data", &data).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let size = data.to_string().len();
@@ -593,10 +595,12 @@ pub async fn run_job_now(
         data: Json<serde_json::Value>,
         timeout_ms: Option<i64>,
         execute_user: Option<String>,
+        data_time_period: Option<String>,
         now: jiff_sqlx::Timestamp,
     }
     let job: Option<Job> = sqlx::query_as(
-        "SELECT id, kind, spec, worker_group, data, timeout_ms, execute_user, now() AS now
+        "SELECT id, kind, spec, worker_group, data, timeout_ms, execute_user, data_time_period,
+                now() AS now
          FROM jobs WHERE group_name = $1 AND name = $2",
     )
     .bind(group)
@@ -619,7 +623,10 @@ pub async fn run_job_now(
         group: job.worker_group,
         spec: job.spec.0,
         data: merged,
-        data_time: Some(data_time.unwrap_or(job.now.to_jiff())),
+        data_time: Some(super::dependencies::data_time_of(
+            job.data_time_period.as_deref(),
+            data_time.unwrap_or(job.now.to_jiff()),
+        )),
         timeout_ms: job.timeout_ms,
         execute_user: job.execute_user,
     };
@@ -632,8 +639,8 @@ pub async fn run_job_now(
                                data_time, data, submit_user, execute_user, ready_at)
             SELECT $1, j.id, j.kind, j.spec, j.worker_group, j.priority, 'ready', 1,
                    j.reject_retries, j.reject_interval_ms, j.failed_retries, j.failed_interval_ms,
-                   j.backoff, j.timeout_ms, j.requests_recovery, $3, $4, j.submit_user,
-                   j.execute_user, now()
+                   j.backoff, j.timeout_ms, j.requests_recovery, $3, $4,
+                   coalesce($7, j.submit_user), j.execute_user, now()
             FROM jobs j WHERE j.id = $2
             RETURNING worker_group
         )
@@ -647,6 +654,7 @@ pub async fn run_job_now(
     .bind(Json(&message.data))
     .bind(topology.tasks_exchange())
     .bind(Json(&message))
+    .bind(submit_user)
     .execute(store.pool())
     .await
     .context("running the job")?;

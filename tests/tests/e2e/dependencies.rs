@@ -428,3 +428,44 @@ async fn a_cycle_and_deleting_an_upstream_are_refused() -> Result<()> {
     assert_eq!(edges, 1);
     env.cleanup().await
 }
+
+/// A job run by hand for a data time inside the job's period runs for the period's start, as a
+/// fire would (a daily job run for 13:45 runs for midnight, so its daily downstream is met), and
+/// records who ran it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_run_by_hand_runs_for_its_period_and_records_who_ran_it() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    chime_ok(
+        &env,
+        &[
+            "job",
+            "create",
+            "daily",
+            "--kind",
+            "noop",
+            "--data-time-period",
+            "day",
+        ],
+    )
+    .await?;
+    chime_ok(
+        &env,
+        &["job", "run", "daily", "--data-time", "2026-03-01T13:45:00Z"],
+    )
+    .await?;
+    let period: Option<String> = sqlx::query_scalar("SELECT data_time_period FROM jobs")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(period.as_deref(), Some("day"));
+    let (data_time, submit_user): (Option<jiff_sqlx::Timestamp>, Option<String>) =
+        sqlx::query_as("SELECT data_time, submit_user FROM tasks")
+            .fetch_one(env.store.pool())
+            .await?;
+    assert_eq!(
+        data_time.map(|t| t.to_jiff()),
+        Some("2026-03-01T00:00:00Z".parse()?)
+    );
+    assert_eq!(submit_user.as_deref(), Some("local"));
+    env.cleanup().await
+}

@@ -209,6 +209,7 @@ pub struct Changed {
     responses((status = 201, body = RunResponse), (status = 404, body = ErrorBody)))]
 pub async fn run_job(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((group, name)): Path<(String, String)>,
     ApiJson(run): ApiJson<RunRequest>,
 ) -> Result<(StatusCode, Json<RunResponse>), ApiError> {
@@ -219,6 +220,7 @@ pub async fn run_job(
         &name,
         run.data,
         run.data_time,
+        Some(&caller.0.name),
     )
     .await?;
     Ok((StatusCode::CREATED, Json(RunResponse { task_id })))
