@@ -39,4 +39,4 @@ ALTER TABLE job_kind_routes ADD FOREIGN KEY (worker_group) REFERENCES worker_gro
 CREATE INDEX jobs_by_worker_group ON jobs (worker_group);
 CREATE INDEX job_kind_routes_by_worker_group ON job_kind_routes (worker_group);
 -- A group's live tasks (group list, refusing to delete a group with work in it) are found through
--- tasks_by_status: an index of its own would cost every task write for a rare admin read.
+-- tasks_live_by_status: an index of its own would cost every task write for a rare admin read.
