@@ -112,6 +112,9 @@ pub struct SchedulerConfig {
     /// A `ready` task no worker has started for this long, in a group whose queue is empty, has
     /// its message published again (it was lost on the bus).
     pub republish_after_ms: u64,
+    /// Ended tasks (with their attempts) and fired-trigger rows older than this many days are
+    /// pruned, hourly, by one scheduler instance at a time; 0 keeps history for ever.
+    pub retention_days: u32,
 }
 
 /// Settings of a worker process.
@@ -205,6 +208,7 @@ impl Settings {
             .set_default("scheduler.batch", 1000)?
             .set_default("scheduler.checkin_interval_ms", 2000)?
             .set_default("scheduler.republish_after_ms", 60000)?
+            .set_default("scheduler.retention_days", 30)?
             .add_source(
                 config::File::from(file)
                     .format(config::FileFormat::Toml)

@@ -142,6 +142,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .routes(routes!(routes::access::revoke_token))
         .routes(routes!(routes::access::list_audit))
+        .routes(routes!(routes::retention::prune))
         .split_for_parts();
     let openapi_json = serde_json::to_value(&openapi).unwrap_or_default();
     let api = api.route(

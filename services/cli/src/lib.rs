@@ -109,6 +109,16 @@ enum Command {
     /// Creates, lists and revokes API tokens (admin).
     #[command(subcommand)]
     Token(commands::access::TokenCommand),
+    /// Removes ended tasks (with their attempts) and fired-trigger rows older than a cut (admin);
+    /// schedulers do it hourly for `scheduler.retention_days`.
+    Prune {
+        /// The cut: 7d, 12h, 30m or 90s.
+        #[arg(long, value_parser = commands::tasks::parse_age)]
+        older_than: u64,
+        /// Only count what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Shows the audit trail: who changed what (admin).
     Audit {
         /// Only this token's changes.
@@ -550,6 +560,10 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Token(command) => {
             commands::access::token(&client(&settings(global, None)?)?, command).await
         }
+        Command::Prune {
+            older_than,
+            dry_run,
+        } => commands::tasks::prune(&client(&settings(global, None)?)?, older_than, dry_run).await,
         Command::Audit { actor, limit, json } => {
             commands::access::audit(&client(&settings(global, None)?)?, actor, limit, json).await
         }

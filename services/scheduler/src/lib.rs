@@ -9,6 +9,7 @@
 
 pub mod fire;
 pub mod recovery;
+pub mod retention;
 
 use std::time::Duration;
 
@@ -33,6 +34,8 @@ pub struct SchedulerSettings {
     pub poll: Duration,
     /// A ready task not started for this long, in a group whose queue is empty, is re-published.
     pub republish_after: Duration,
+    /// History older than this is pruned; None keeps it for ever.
+    pub retention: Option<Duration>,
 }
 
 impl SchedulerSettings {
@@ -46,6 +49,8 @@ impl SchedulerSettings {
             },
             checkin_interval: Duration::from_millis(config.checkin_interval_ms),
             republish_after: Duration::from_millis(config.republish_after_ms),
+            retention: (config.retention_days > 0)
+                .then(|| Duration::from_secs(u64::from(config.retention_days) * 86_400)),
             ..Self::default()
         }
     }
@@ -62,6 +67,7 @@ impl Default for SchedulerSettings {
             checkin_interval: Duration::from_secs(2),
             poll: Duration::from_secs(1),
             republish_after: Duration::from_secs(60),
+            retention: Some(Duration::from_secs(30 * 86_400)),
         }
     }
 }
@@ -94,6 +100,11 @@ pub async fn run(
             settings.republish_after,
             shutdown.clone(),
         ));
+        let retention = tokio::spawn(retention::run(
+            node.store.clone(),
+            settings.retention,
+            shutdown.clone(),
+        ));
         firing_loop(
             &node.store,
             node.topology(),
@@ -104,6 +115,7 @@ pub async fn run(
         .await;
         let _ = checkins.await;
         let _ = recovery.await;
+        let _ = retention.await;
         if let Err(error) = sqlx::query("DELETE FROM scheduler_instances WHERE instance_id = $1")
             .bind(&instance_id)
             .execute(node.store.pool())

@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod kind_routes;
 pub mod notify;
 pub mod outbox;
+pub mod retention;
 pub mod task_lifecycle;
 pub mod tasks;
 pub mod tokens;

@@ -9,6 +9,7 @@ mod firing;
 mod firing_rules;
 mod outbox;
 mod process;
+mod retention;
 mod schedule;
 mod security;
 mod triggers;

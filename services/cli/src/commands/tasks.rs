@@ -1,4 +1,4 @@
-//! `chime task list|show|kill|rerun`.
+//! `chime task list|show|kill|rerun`, and `chime prune`.
 
 use anyhow::Result;
 use chime_core::model::{TaskStatus, TaskSummary, TaskView};
@@ -147,5 +147,48 @@ pub async fn rerun(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
         .post(&format!("/api/v1/tasks/{id}/rerun"), &serde_json::json!({}))
         .await?;
     println!("{id} {} (attempt {})", task.status, task.attempt);
+    Ok(())
+}
+
+/// `7d`, `12h`, `30m`, `90s` or `2w` as seconds.
+pub fn parse_age(text: &str) -> Result<u64, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{text:?}: give a unit, as in 7d, 12h, 30m or 90s"))?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a number and a unit, as in 7d"))?;
+    let unit_s = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => return Err(format!("{text:?}: the unit is s, m, h, d or w")),
+    };
+    n.checked_mul(unit_s)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+/// Prunes history older than `older_than_s` seconds (or counts it, with `dry_run`).
+pub async fn prune(client: &ApiClient, older_than_s: u64, dry_run: bool) -> Result<()> {
+    let (_, report): (_, chime_core::store::retention::PruneReport) = client
+        .post(
+            "/api/v1/prune",
+            &serde_json::json!({ "older_than_s": older_than_s, "dry_run": dry_run }),
+        )
+        .await?;
+    let verb = if dry_run { "would remove" } else { "removed" };
+    println!(
+        "{verb} {} ended task(s) and {} fired-trigger row(s){}",
+        report.tasks,
+        report.fired_triggers,
+        if report.busy {
+            " (another instance was pruning; run again to finish)"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }

@@ -1,0 +1,43 @@
+//! `/api/v1/prune`: removes history older than a cut by hand (admin), beside the schedulers'
+//! hourly retention pass.
+
+use axum::Json;
+use axum::extract::State;
+use chime_core::store::retention::{self, PruneReport};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiJson, ErrorBody};
+use crate::state::AppState;
+
+/// The body of `POST /api/v1/prune`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PruneRequest {
+    /// Remove ended tasks and fired-trigger rows older than this many seconds.
+    pub older_than_s: u64,
+    /// Only count what would be removed.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// Prunes ended tasks (with their attempts) and fired-trigger rows older than the cut; never a
+/// task that has not ended, nor one a waiting downstream task may still need.
+#[utoipa::path(post, path = "/api/v1/prune", tag = "tasks", request_body = PruneRequest,
+    responses((status = 200, body = PruneReport), (status = 400, body = ErrorBody)))]
+pub async fn prune(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<PruneRequest>,
+) -> Result<Json<PruneReport>, ApiError> {
+    let cut = i64::try_from(request.older_than_s)
+        .ok()
+        .and_then(|s| {
+            jiff::Timestamp::now()
+                .checked_sub(jiff::SignedDuration::from_secs(s))
+                .ok()
+        })
+        .ok_or_else(|| ApiError::bad_request("older_than_s is too large"))?;
+    Ok(Json(
+        retention::prune(&state.store, cut, request.dry_run).await?,
+    ))
+}

@@ -1,0 +1,49 @@
+//! The retention pass: every hour, history older than `scheduler.retention_days` is pruned
+//! ([`chime_core::store::retention::prune`]); with several instances, one prunes at a time.
+
+use std::time::Duration;
+
+use chime_core::store::{Store, retention};
+use jiff::{SignedDuration, Timestamp};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+/// How often history is pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Prunes history older than `retention` every hour until `shutdown`; does nothing without one.
+pub async fn run(store: Store, retention: Option<Duration>, shutdown: CancellationToken) {
+    let Some(retention) = retention else {
+        return;
+    };
+    let Ok(keep) = SignedDuration::try_from(retention) else {
+        return;
+    };
+    async {
+        // Not at once: a fleet restarting together should not all start with a prune.
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + Duration::from_secs(60),
+            PRUNE_EVERY,
+        );
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let Ok(cut) = Timestamp::now().checked_sub(keep) else {
+                continue;
+            };
+            let started = std::time::Instant::now();
+            match retention::prune(&store, cut, false).await {
+                Ok(report) if report.busy => debug!("another instance is pruning"),
+                Ok(report) => {
+                    metrics::histogram!("chime_prune_seconds").record(started.elapsed());
+                    info!(tasks = report.tasks, fired_triggers = report.fired_triggers, %cut, "pruned history");
+                }
+                Err(error) => warn!(%error, "cannot prune history; trying again in an hour"),
+            }
+        }
+    }
+    .instrument(info_span!("retention"))
+    .await;
+}

@@ -1,0 +1,123 @@
+//! History that does not grow for ever: `chime prune` removes ended tasks (with their attempts)
+//! and fired-trigger rows older than its cut, and nothing that still lives or is still needed.
+
+use anyhow::Result;
+use chime_cli::commands::services::Services;
+use chime_tests::{TestEnv, last_line};
+use uuid::Uuid;
+
+/// A UUIDv7 from `days_ago` days back, as a task created then would have.
+fn id_from(days_ago: i64) -> Result<Uuid> {
+    let at = jiff::Timestamp::now().checked_sub(jiff::SignedDuration::from_hours(24 * days_ago))?;
+    let ms = u64::try_from(at.as_millisecond())?;
+    let random: [u8; 10] = *Uuid::now_v7().as_bytes().last_chunk().unwrap_or(&[7; 10]);
+    Ok(uuid::Builder::from_unix_timestamp_millis(ms, &random).into_uuid())
+}
+
+async fn task(env: &TestEnv, days_ago: i64, status: &str, job: Option<&str>) -> Result<Uuid> {
+    let id = id_from(days_ago)?;
+    sqlx::query(
+        "INSERT INTO tasks (id, job_id, kind, spec, worker_group, status, created_at, finished_at,
+                            data_time)
+         VALUES ($1, (SELECT id FROM jobs WHERE name = $3), 'noop', '{}', 'default', $2,
+                 now() - make_interval(days => $4::int), now() - make_interval(days => $4::int),
+                 '2026-01-01T00:00:00Z')",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(job)
+    .bind(i32::try_from(days_ago)?)
+    .execute(env.store.pool())
+    .await?;
+    sqlx::query("INSERT INTO task_attempts (task_id, attempt, outcome) VALUES ($1, 1, NULL)")
+        .bind(id)
+        .execute(env.store.pool())
+        .await?;
+    Ok(id)
+}
+
+async fn exists(env: &TestEnv, id: Uuid) -> Result<bool> {
+    Ok(
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)")
+            .bind(id)
+            .fetch_one(env.store.pool())
+            .await?,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_removes_old_ended_history_and_nothing_alive_or_needed() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    for name in ["plain", "up", "down"] {
+        env.noop_job(name, true, 0).await?;
+    }
+    let out = env.chime(&["job", "depend", "down", "--on", "up"]).await?;
+    anyhow::ensure!(out.status.success(), "{out:?}");
+
+    let old_succeeded = task(&env, 40, "succeeded", Some("plain")).await?;
+    let old_failed = task(&env, 40, "failed", None).await?;
+    let old_running = task(&env, 40, "running", Some("plain")).await?;
+    let old_retrying = task(&env, 40, "retrying", None).await?;
+    // A waiting downstream task still needs its upstream's old success.
+    let old_waiting = task(&env, 40, "waiting", Some("down")).await?;
+    let needed_upstream = task(&env, 40, "succeeded", Some("up")).await?;
+    let recent = task(&env, 2, "succeeded", Some("plain")).await?;
+    for (task_id, days) in [
+        (Some(old_succeeded), 40),
+        (Some(old_running), 40),
+        (None, 2),
+    ] {
+        sqlx::query(
+            "INSERT INTO fired_triggers (task_id, instance_id, sched_time, fired_time)
+             VALUES ($1, 'i', now() - make_interval(days => $2), now() - make_interval(days => $2))",
+        )
+        .bind(task_id)
+        .bind(days)
+        .execute(env.store.pool())
+        .await?;
+    }
+
+    let dry = env
+        .chime(&["prune", "--older-than", "30d", "--dry-run"])
+        .await?;
+    assert!(dry.status.success(), "{dry:?}");
+    assert_eq!(
+        last_line(&dry),
+        "would remove 2 ended task(s) and 1 fired-trigger row(s)"
+    );
+    assert!(
+        exists(&env, old_succeeded).await?,
+        "a dry run removed something"
+    );
+
+    let out = env.chime(&["prune", "--older-than", "30d"]).await?;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        last_line(&out),
+        "removed 2 ended task(s) and 1 fired-trigger row(s)"
+    );
+    for gone in [old_succeeded, old_failed] {
+        assert!(!exists(&env, gone).await?, "{gone} was kept");
+    }
+    for kept in [
+        old_running,
+        old_retrying,
+        old_waiting,
+        needed_upstream,
+        recent,
+    ] {
+        assert!(exists(&env, kept).await?, "{kept} was removed");
+    }
+    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM task_attempts")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(attempts, 5, "the pruned tasks' attempts went with them");
+    let fires: i64 = sqlx::query_scalar("SELECT count(*) FROM fired_triggers")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(fires, 2, "the running task's fire and the recent one stay");
+    let bad = env.chime(&["prune", "--older-than", "7"]).await?;
+    assert!(!bad.status.success());
+    env.cleanup().await
+}
