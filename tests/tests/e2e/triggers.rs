@@ -336,3 +336,64 @@ async fn jobs_and_calendars_can_be_updated() -> Result<()> {
     );
     env.cleanup().await
 }
+
+/// `--cron 'EXPR' --tz ZONE` and `--every 30s` say what `--schedule JSON` says, shorter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_and_every_shorthands_make_the_same_triggers() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    assert!(
+        env.chime(&["job", "create", "j", "--kind", "noop"])
+            .await?
+            .status
+            .success()
+    );
+    let cron = env
+        .chime(&[
+            "trigger",
+            "create",
+            "morning",
+            "--job",
+            "j",
+            "--cron",
+            "0 0 9 * * ?",
+            "--tz",
+            "Asia/Shanghai",
+        ])
+        .await?;
+    assert!(cron.status.success(), "{cron:?}");
+    let shown = show(&env, "morning").await?;
+    assert_eq!(shown["schedule"]["kind"], "cron");
+    assert_eq!(shown["schedule"]["time_zone"], "Asia/Shanghai");
+    // 09:00 in Shanghai is 01:00 UTC.
+    let next: jiff::Timestamp = shown["next_fire_time"]
+        .as_str()
+        .unwrap_or_default()
+        .parse()?;
+    assert_eq!(next.to_zoned(jiff::tz::TimeZone::UTC).hour(), 1, "{shown}");
+    let every = env
+        .chime(&["trigger", "create", "often", "--job", "j", "--every", "30s"])
+        .await?;
+    assert!(every.status.success(), "{every:?}");
+    let shown = show(&env, "often").await?;
+    assert_eq!(shown["schedule"]["kind"], "simple");
+    assert_eq!(shown["schedule"]["interval_ms"], 30_000);
+    assert_eq!(shown["schedule"]["repeat_count"], -1);
+    let neither = env.chime(&["trigger", "create", "t", "--job", "j"]).await?;
+    assert!(!neither.status.success());
+    let both = env
+        .chime(&[
+            "trigger",
+            "create",
+            "t",
+            "--job",
+            "j",
+            "--every",
+            "1m",
+            "--cron",
+            "* * * * *",
+        ])
+        .await?;
+    assert!(!both.status.success());
+    env.cleanup().await
+}

@@ -1,6 +1,7 @@
 //! `chime job|trigger|calendar …` and `chime schedulers`: what fires, when, and who fires it.
 
 use anyhow::Result;
+use chime_core::schedule::ScheduleSpec;
 use chime_core::schedule::misfire::MisfirePolicy;
 use chime_core::store::calendars::NamedCalendar;
 use chime_core::store::jobs::{JobView, NewJob};
@@ -179,8 +180,9 @@ pub enum TriggerCommand {
     },
 }
 
-/// `chime trigger create NAME --job JOB --schedule JSON`
+/// `chime trigger create NAME --job JOB (--cron EXPR [--tz ZONE] | --every 30s | --schedule JSON)`
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("when").required(true).args(["schedule", "cron", "every"])))]
 pub struct TriggerCreate {
     /// The trigger's name.
     name: String,
@@ -195,7 +197,16 @@ pub struct TriggerCreate {
     job_group: Option<String>,
     /// The schedule as JSON (README, "Schedules"), e.g. '{"kind":"cron","cron":"0 */5 * * * ?"}'.
     #[arg(long)]
-    schedule: String,
+    schedule: Option<String>,
+    /// A cron expression (Quartz with seconds, or Unix with five fields), e.g. '0 */5 * * * ?'.
+    #[arg(long)]
+    cron: Option<String>,
+    /// The cron expression's time zone (IANA, default UTC).
+    #[arg(long, requires = "cron")]
+    tz: Option<String>,
+    /// A fixed interval from now, for ever: 30s, 5m, 1h, 1d.
+    #[arg(long, value_parser = super::tasks::parse_age)]
+    every: Option<u64>,
     /// An exclusion calendar by name.
     #[arg(long)]
     calendar: Option<String>,
@@ -452,7 +463,31 @@ fn new_trigger(args: TriggerCreate) -> Result<NewTrigger> {
         name: args.name,
         job_group: args.job_group,
         job: args.job,
-        schedule: json_arg("--schedule", &args.schedule)?,
+        schedule: match (&args.schedule, &args.cron, args.every) {
+            (Some(schedule), _, _) => json_arg("--schedule", schedule)?,
+            (None, Some(cron), _) => ScheduleSpec::Cron {
+                cron: cron.clone(),
+                time_zone: args.tz.clone(),
+                start_time: None,
+                end_time: None,
+            },
+            (None, None, Some(seconds)) => {
+                let interval_ms = seconds
+                    .checked_mul(1000)
+                    .and_then(|ms| i64::try_from(ms).ok())
+                    .filter(|ms| *ms > 0)
+                    .ok_or_else(|| BadInput("--every must be at least 1s".into()))?;
+                ScheduleSpec::Simple {
+                    interval_ms,
+                    repeat_count: -1,
+                    start_time: None,
+                    end_time: None,
+                }
+            }
+            (None, None, None) => {
+                return Err(BadInput("give --cron, --every or --schedule".into()).into());
+            }
+        },
         calendar: args.calendar,
         misfire_policy,
         priority: args.priority,
