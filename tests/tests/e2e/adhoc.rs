@@ -19,7 +19,14 @@ async fn submitted_shell_task_succeeds_with_its_output() -> Result<()> {
     env.start(UP).await?;
     let out = env
         .chime(&[
-            "submit", "--kind", "shell", "--group", "default", "--", "echo", "hi",
+            "submit",
+            "--kind",
+            "shell",
+            "--worker-group",
+            "default",
+            "--",
+            "echo",
+            "hi",
         ])
         .await?;
     assert!(out.status.success(), "{out:?}");

@@ -509,7 +509,7 @@ async fn an_unknown_worker_group_is_refused_everywhere_and_makes_no_queue() -> R
         "{body}"
     );
     let out = env
-        .chime(&["submit", "--kind", "noop", "--group", "nosuchgroup"])
+        .chime(&["submit", "--kind", "noop", "--worker-group", "nosuchgroup"])
         .await?;
     assert!(!out.status.success());
     assert!(

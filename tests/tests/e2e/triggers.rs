@@ -397,3 +397,69 @@ async fn cron_and_every_shorthands_make_the_same_triggers() -> Result<()> {
     assert!(!both.status.success());
     env.cleanup().await
 }
+
+/// `job create` takes every job setting the API takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_create_takes_every_setting() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let out = env
+        .chime(&[
+            "job",
+            "create",
+            "etl",
+            "--kind",
+            "noop",
+            "--worker-group",
+            "default",
+            "--failed-retries",
+            "2",
+            "--failed-interval-ms",
+            "500",
+            "--reject-retries",
+            "3",
+            "--reject-interval-ms",
+            "700",
+            "--backoff",
+            "exponential",
+            "--priority",
+            "7",
+            "--data",
+            r#"{"table": "orders"}"#,
+            "--execute-user",
+            "daemon",
+            "--timeout-ms",
+            "9000",
+            "--description",
+            "nightly orders",
+        ])
+        .await?;
+    assert!(out.status.success(), "{out:?}");
+    #[allow(clippy::type_complexity)]
+    let row: (
+        i32,
+        i64,
+        i32,
+        i64,
+        serde_json::Value,
+        i32,
+        serde_json::Value,
+        Option<String>,
+        Option<i64>,
+        String,
+    ) = sqlx::query_as(
+        "SELECT failed_retries, failed_interval_ms, reject_retries, reject_interval_ms,
+                    backoff, priority, data, execute_user, timeout_ms, description
+             FROM jobs WHERE name = 'etl'",
+    )
+    .fetch_one(env.store.pool())
+    .await?;
+    assert_eq!((row.0, row.1, row.2, row.3), (2, 500, 3, 700));
+    assert_eq!(row.4["kind"], "exponential");
+    assert_eq!(row.5, 7);
+    assert_eq!(row.6["table"], "orders");
+    assert_eq!(row.7.as_deref(), Some("daemon"));
+    assert_eq!(row.8, Some(9000));
+    assert_eq!(row.9, "nightly orders");
+    env.cleanup().await
+}

@@ -130,12 +130,34 @@ pub struct JobCreate {
     /// minute, hour, day, week or month: the job's data times are truncated to it (UTC).
     #[arg(long, value_parser = ["minute", "hour", "day", "week", "month"])]
     data_time_period: Option<String>,
-    /// Failed attempts to retry.
+    /// Failed attempts to retry (the failed budget; default 0).
     #[arg(long)]
     failed_retries: Option<i32>,
-    /// Wait before retrying a failed attempt, in milliseconds.
+    /// Wait before retrying a failed attempt, in milliseconds (default 3000).
     #[arg(long)]
     failed_interval_ms: Option<i64>,
+    /// Rejected attempts to retry (the reject budget; default 0).
+    #[arg(long)]
+    reject_retries: Option<i32>,
+    /// Wait before retrying a rejected attempt, in milliseconds (default 3000).
+    #[arg(long)]
+    reject_interval_ms: Option<i64>,
+    /// How the failed interval grows: `fixed`, `exponential`, or JSON such as
+    /// '{"kind":"exponential","factor":2,"max_interval_ms":60000,"jitter":0.1}'.
+    #[arg(long)]
+    backoff: Option<String>,
+    /// Priority of its tasks (higher first; default 5).
+    #[arg(long)]
+    priority: Option<i32>,
+    /// Data passed to every task, as JSON; @FILE reads a file.
+    #[arg(long)]
+    data: Option<String>,
+    /// The OS user its tasks run as.
+    #[arg(long)]
+    execute_user: Option<String>,
+    /// What the job is for.
+    #[arg(long)]
+    description: Option<String>,
     /// The command (shell kind), after `--`.
     #[arg(last = true)]
     command: Vec<String>,
@@ -520,6 +542,20 @@ fn new_job(args: JobCreate) -> Result<NewJob> {
         data_time_period: args.data_time_period,
         failed_retries: args.failed_retries,
         failed_interval_ms: args.failed_interval_ms,
+        reject_retries: args.reject_retries,
+        reject_interval_ms: args.reject_interval_ms,
+        backoff: args
+            .backoff
+            .as_deref()
+            .map(super::submit::backoff_arg)
+            .transpose()?,
+        priority: args.priority,
+        data: match &args.data {
+            Some(data) => super::submit::json_arg("--data", data)?,
+            None => serde_json::Value::Null,
+        },
+        execute_user: args.execute_user,
+        description: args.description,
         ..NewJob::default()
     })
 }

@@ -9,14 +9,14 @@ use serde_json::json;
 
 use crate::client::ApiClient;
 
-/// `chime submit --kind shell --group default -- echo hi`
+/// `chime submit --kind shell --worker-group default -- echo hi`
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
     /// Executor kind: shell, http, noop, or a kind configured on workers.
     #[arg(long)]
     kind: String,
     /// Worker group (default: the kind's route, else `default`).
-    #[arg(long)]
+    #[arg(long = "worker-group", alias = "group")]
     group: Option<String>,
     /// A script for `sh -c` (shell kind), instead of an argv after `--`.
     #[arg(long, conflicts_with = "spec")]
@@ -141,7 +141,7 @@ fn new_task(args: &SubmitArgs) -> Result<NewTask> {
 }
 
 /// `--backoff`: a kind name, or the whole JSON form.
-fn backoff_arg(value: &str) -> Result<Backoff> {
+pub(crate) fn backoff_arg(value: &str) -> Result<Backoff> {
     let json = match value {
         "fixed" | "exponential" => json!({ "kind": value }),
         _ => json_arg("--backoff", value)?,
@@ -153,7 +153,7 @@ fn backoff_arg(value: &str) -> Result<Backoff> {
 }
 
 /// A JSON argument, given inline or as `@FILE`.
-fn json_arg(flag: &str, value: &str) -> Result<serde_json::Value> {
+pub(crate) fn json_arg(flag: &str, value: &str) -> Result<serde_json::Value> {
     match value.strip_prefix('@') {
         Some(path) => {
             let text = std::fs::read_to_string(path)
