@@ -556,7 +556,6 @@ fn new_job(args: JobCreate) -> Result<NewJob> {
         },
         execute_user: args.execute_user,
         description: args.description,
-        ..NewJob::default()
     })
 }
 
