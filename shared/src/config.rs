@@ -50,6 +50,10 @@ pub struct Settings {
     pub api_url: String,
     /// Bearer token required by mutating API calls, and sent by the client (`CHIME_API_TOKEN`).
     pub api_token: Option<String>,
+    /// Where a service serves its own `/metrics` (`--metrics-addr`, `CHIME_METRICS_ADDR`), apart
+    /// from the API; unset, only `chime api` serves them.
+    #[serde(default)]
+    pub metrics_addr: Option<String>,
     /// Serve `/metrics` without a token when tokens are in use (`CHIME_METRICS_PUBLIC`; default
     /// false: a `read` token is needed, like every other read).
     pub metrics_public: bool,
@@ -173,6 +177,8 @@ pub struct Overrides {
     pub api_token: Option<String>,
     /// `--insecure-no-auth`
     pub insecure_no_auth: Option<bool>,
+    /// `--metrics-addr`
+    pub metrics_addr: Option<String>,
     /// `--groups`
     pub worker_groups: Option<Vec<String>>,
     /// `--concurrency`
@@ -241,6 +247,7 @@ impl Settings {
             .set_override_option("api_url", o.api_url)?
             .set_override_option("api_token", o.api_token)?
             .set_override_option("insecure_no_auth", o.insecure_no_auth)?
+            .set_override_option("metrics_addr", o.metrics_addr)?
             .set_override_option("worker.groups", o.worker_groups)?
             .set_override_option("worker.concurrency", o.worker_concurrency.map(i64::from))?;
         let mut settings: Settings = builder.build()?.try_deserialize()?;

@@ -232,6 +232,40 @@ pub async fn serve(
         .map_err(ApiStartError::Serve)
 }
 
+/// Serves this process's Prometheus metrics alone (`GET /metrics`) on `listener` until
+/// `shutdown`: how `chime scheduler`, `chime worker` and `chime dependency` expose theirs
+/// (`--metrics-addr`). Metrics carry no task data; bind them where only the scraper reaches.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), ApiStartError> {
+    let handle = chime_core::telemetry::metrics_handle();
+    let app = Router::new().route(
+        "/metrics",
+        get(move || {
+            let body = handle
+                .as_ref()
+                .map(|h| {
+                    h.run_upkeep();
+                    h.render()
+                })
+                .unwrap_or_default();
+            std::future::ready((
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    "text/plain; version=0.0.4",
+                )],
+                body,
+            ))
+        }),
+    );
+    info!(addr = ?listener.local_addr().ok(), "metrics listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(ApiStartError::Serve)
+}
+
 /// Runs the API of `node` on its configured address until `shutdown`.
 pub async fn run(node: &Node, shutdown: CancellationToken) -> Result<(), ApiStartError> {
     let listener = bind(node, &node.settings.api_addr).await?;

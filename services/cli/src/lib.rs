@@ -189,6 +189,10 @@ struct ServeArgs {
     /// [env: CHIME_INSECURE_NO_AUTH]
     #[arg(long)]
     insecure_no_auth: bool,
+    /// Serve this service's Prometheus metrics on ADDR (scheduler, worker, dependency; the API
+    /// serves them on its own address) [env: CHIME_METRICS_ADDR]
+    #[arg(long)]
+    metrics_addr: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -361,6 +365,7 @@ fn settings(global: &GlobalArgs, serve: Option<&ServeArgs>) -> Result<Settings> 
         worker_groups: serve.and_then(|s| s.groups.clone()),
         worker_concurrency: serve.and_then(|s| s.concurrency),
         insecure_no_auth: serve.and_then(|s| s.insecure_no_auth.then_some(true)),
+        metrics_addr: serve.and_then(|s| s.metrics_addr.clone()),
         config_file: global.config.clone(),
     })?)
 }

@@ -118,3 +118,45 @@ async fn flags_override_environment_which_overrides_chime_toml() -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     env.cleanup().await
 }
+
+async fn metrics_text(url: &str) -> Result<String> {
+    Ok(http().get(url).send().await?.text().await?)
+}
+
+/// A standalone scheduler and worker serve their own `/metrics` (`--metrics-addr`), with the
+/// counters of what they did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let scheduler_addr = format!("127.0.0.1:{}", chime_tests::free_port()?);
+    let worker_addr = format!("127.0.0.1:{}", chime_tests::free_port()?);
+    let _scheduler = env.spawn_chime(&["scheduler", "--metrics-addr", &scheduler_addr])?;
+    let _worker = env.spawn_chime(&["worker", "--metrics-addr", &worker_addr])?;
+    let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
+    let task = chime_core::store::task_lifecycle::submit(
+        &env.store,
+        &topology,
+        chime_core::model::NewTask {
+            kind: "noop".into(),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let done = env.wait_terminal(task.id).await?;
+    assert_eq!(done.status, TaskStatus::Succeeded);
+    let worker_url = format!("http://{worker_addr}/metrics");
+    eventually("the worker's attempt counter", || async {
+        Ok(metrics_text(&worker_url)
+            .await
+            .is_ok_and(|m| m.contains("chime_worker_attempts_total{outcome=\"succeeded\"} 1")))
+    })
+    .await?;
+    let scheduler_url = format!("http://{scheduler_addr}/metrics");
+    eventually("the scheduler's check-ins", || async {
+        Ok(metrics_text(&scheduler_url)
+            .await
+            .is_ok_and(|m| m.contains("chime_scheduler_checkins_total")))
+    })
+    .await?;
+    env.cleanup().await
+}

@@ -99,7 +99,24 @@ pub async fn run_until(
     } else {
         None
     };
+    // A service's own metrics address; `chime api` and `chime up` serve /metrics on the API.
+    let metrics_listener = match (&node.settings.metrics_addr, services.api) {
+        (Some(addr), false) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("listening for metrics on {addr}"))?,
+        ),
+        _ => None,
+    };
     let node = std::sync::Arc::new(node);
+    if let Some(listener) = metrics_listener {
+        let stop = shutdown.clone();
+        running.spawn(async move {
+            if let Err(e) = chime_api::serve_metrics(listener, stop).await {
+                error!(error = %e, "metrics endpoint stopped");
+            }
+        });
+    }
     if let Some(listener) = listener {
         let state = chime_api::state(&node, &listener);
         let (stop, failed) = (shutdown.clone(), failed.clone());
