@@ -252,28 +252,20 @@ pub async fn handle_submission(worker: &Worker, channel: Channel, queue: &str, d
         .map(|u| u.as_str().to_string());
     let mut delay = Duration::from_millis(100);
     loop {
-        match worker
+        // Who may submit is checked on every try: the answer is cached, and a database that was
+        // down for the check is down for the write too.
+        let recorded = match worker
             .submitters
             .admit(&worker.store, user_id.as_deref(), &mut task)
             .await
         {
-            Ok(()) => break,
             Err(Ok(refusal)) => {
                 return reject_poison(worker, &channel, queue, delivery, &refusal).await;
             }
-            Err(Err(error)) => {
-                warn!(%error, ?delay, "cannot check the submitter; waiting for the database");
-            }
-        }
-        tokio::select! {
-            _ = worker.draining.cancelled() => return requeue(&delivery).await,
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = (delay * 2).min(Duration::from_secs(5));
-    }
-    let mut delay = Duration::from_millis(100);
-    loop {
-        match task_lifecycle::submit(&worker.store, worker.topology(), task.clone()).await {
+            Err(Err(error)) => Err(error),
+            Ok(()) => task_lifecycle::submit(&worker.store, worker.topology(), task.clone()).await,
+        };
+        match recorded {
             Ok(submitted) => {
                 debug!(task_id = %submitted.id, created = submitted.created, "submission recorded");
                 ack(&delivery).await;

@@ -52,19 +52,28 @@ macro_rules! select_tasks {
     };
 }
 
+/// A status column's value (its CHECK constraint holds the seven names).
+fn decode_status(status: &str) -> Result<TaskStatus, StoreError> {
+    status
+        .parse::<TaskStatus>()
+        .map_err(|e| StoreError::Database {
+            context: "reading a task's status",
+            source: sqlx::Error::Decode(Box::new(e)),
+        })
+}
+
+/// The job a task row's joined columns name, if it has one.
+fn job_ref(id: Option<i64>, group: Option<String>, name: Option<String>) -> Option<JobRef> {
+    match (id, group, name) {
+        (Some(id), Some(group), Some(name)) => Some(JobRef { id, group, name }),
+        _ => None,
+    }
+}
+
 impl TaskRow {
     fn into_view(self, attempts: Vec<AttemptView>) -> Result<TaskView, StoreError> {
-        let status = self
-            .status
-            .parse::<TaskStatus>()
-            .map_err(|e| StoreError::Database {
-                context: "reading a task's status",
-                source: sqlx::Error::Decode(Box::new(e)),
-            })?;
-        let job = match (self.job_id, self.job_group, self.job_name) {
-            (Some(id), Some(group), Some(name)) => Some(JobRef { id, group, name }),
-            _ => None,
-        };
+        let status = decode_status(&self.status)?;
+        let job = job_ref(self.job_id, self.job_group, self.job_name);
         Ok(TaskView {
             id: self.id,
             status,
@@ -211,17 +220,8 @@ macro_rules! select_summaries {
 
 impl SummaryRow {
     fn into_summary(self) -> Result<TaskSummary, StoreError> {
-        let status = self
-            .status
-            .parse::<TaskStatus>()
-            .map_err(|e| StoreError::Database {
-                context: "reading a task's status",
-                source: sqlx::Error::Decode(Box::new(e)),
-            })?;
-        let job = match (self.job_id, self.job_group, self.job_name) {
-            (Some(id), Some(group), Some(name)) => Some(JobRef { id, group, name }),
-            _ => None,
-        };
+        let status = decode_status(&self.status)?;
+        let job = job_ref(self.job_id, self.job_group, self.job_name);
         Ok(TaskSummary {
             id: self.id,
             status,
