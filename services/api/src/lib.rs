@@ -84,6 +84,7 @@ pub fn router(state: AppState) -> Router {
             routes::tasks::list_tasks
         ))
         .routes(routes!(routes::tasks::get_task))
+        .routes(routes!(routes::logs::task_logs))
         .routes(routes!(routes::tasks::kill_task))
         .routes(routes!(routes::workers::list_workers))
         .routes(routes!(routes::workers::drain_worker))

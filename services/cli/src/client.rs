@@ -47,6 +47,42 @@ impl ApiClient {
             .map(|(_, body)| body)
     }
 
+    /// GET `path` with `query` parameters (encoded), as JSON.
+    pub async fn get_with<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T> {
+        self.send(self.request(Method::GET, path).query(query))
+            .await
+            .map(|(_, body)| body)
+    }
+
+    /// GET `path` as a response to read as it arrives (a stream of server-sent events, say);
+    /// an error status is an error with the API's message.
+    pub async fn get_streaming(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<reqwest::Response> {
+        let response = self
+            .request(Method::GET, path)
+            .query(query)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the chime API at {}", self.base))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let bytes = response.bytes().await.context("reading the API's answer")?;
+        Err(anyhow!(
+            "{} (HTTP {})",
+            error_message(&bytes),
+            status.as_u16()
+        ))
+    }
+
     /// POST `body` to `path`; returns the status and the JSON answer.
     pub async fn post<B: Serialize, T: DeserializeOwned>(
         &self,
@@ -75,11 +111,11 @@ impl ApiClient {
             return Ok(());
         }
         let bytes = response.bytes().await.context("reading the API's answer")?;
-        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
-        Err(anyhow!("{message} (HTTP {})", status.as_u16()))
+        Err(anyhow!(
+            "{} (HTTP {})",
+            error_message(&bytes),
+            status.as_u16()
+        ))
     }
 
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<(StatusCode, T)> {
@@ -92,14 +128,22 @@ impl ApiClient {
         let status = response.status();
         let bytes = response.bytes().await.context("reading the API's answer")?;
         if !status.is_success() {
-            let message = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
-            return Err(anyhow!("{message} (HTTP {})", status.as_u16()));
+            return Err(anyhow!(
+                "{} (HTTP {})",
+                error_message(&bytes),
+                status.as_u16()
+            ));
         }
         let body =
             serde_json::from_slice(&bytes).context("the API's answer is not the JSON expected")?;
         Ok((status, body))
     }
+}
+
+/// The API's `{"error": "…"}`, or the body as text.
+fn error_message(bytes: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned())
 }

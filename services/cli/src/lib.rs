@@ -14,7 +14,6 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use chime_core::config::{Overrides, Settings};
-use chime_core::model::TaskStatus;
 use clap::{Args, Parser, Subcommand};
 
 use crate::client::ApiClient;
@@ -275,17 +274,18 @@ enum ScheduleCommand {
 
 #[derive(Debug, Subcommand)]
 enum TaskCommand {
-    /// Lists the newest tasks.
-    List {
-        /// Only tasks in this status.
+    /// Lists the newest tasks (filters: status, job, worker group, kind, age; pages).
+    List(commands::tasks::ListArgs),
+    /// Prints a task's output (its latest attempt's, or --attempt N's); -f follows it while it runs.
+    Logs {
+        /// The task's id.
+        id: uuid::Uuid,
+        /// Keep printing what the task adds until it ends.
+        #[arg(short, long)]
+        follow: bool,
+        /// Which attempt (1 for the first); the latest by default.
         #[arg(long)]
-        status: Option<TaskStatus>,
-        /// At most this many.
-        #[arg(long, default_value_t = 50)]
-        limit: u32,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        attempt: Option<i32>,
     },
     /// Shows a task and its attempts.
     Show {
@@ -428,11 +428,14 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Submit(args) => {
             commands::submit::run(&client(&settings(global, None)?)?, args).await
         }
-        Command::Task(TaskCommand::List {
-            status,
-            limit,
-            json,
-        }) => commands::tasks::list(&client(&settings(global, None)?)?, status, limit, json).await,
+        Command::Task(TaskCommand::List(args)) => {
+            commands::tasks::list(&client(&settings(global, None)?)?, args).await
+        }
+        Command::Task(TaskCommand::Logs {
+            id,
+            follow,
+            attempt,
+        }) => commands::tasks::logs(&client(&settings(global, None)?)?, id, attempt, follow).await,
         Command::Task(TaskCommand::Show { id, json }) => {
             commands::tasks::show(&client(&settings(global, None)?)?, id, json).await
         }

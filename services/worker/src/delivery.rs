@@ -23,7 +23,7 @@ use chime_core::bus::dead_letter;
 use chime_core::model::TaskMessage;
 use chime_core::model::message::{SubmitMessage, decode};
 use chime_core::store::task_lifecycle::{self, AttemptEnd, FinishedAttempt};
-use chime_core::store::tasks;
+use chime_core::store::{attempt_output, tasks};
 use lapin::Channel;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
@@ -94,8 +94,15 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         worker.set_phase(key, Phase::Running);
         metrics::gauge!("chime_worker_running").increment(1.0);
         let started_at = std::time::Instant::now();
-        let attempt = Attempt::new(recorded, abandon, kill);
+        let attempt = Attempt::new(recorded, abandon, kill, worker.executors.output_tail());
+        let follower = tokio::spawn(follow_output(
+            worker.store.clone(),
+            attempt.message.task_id,
+            attempt.message.attempt,
+            attempt.output.clone(),
+        ));
         let end = worker.executors.execute(&attempt).await;
+        follower.abort();
         worker.set_phase(key, Phase::Ending);
         metrics::gauge!("chime_worker_running").decrement(1.0);
         metrics::histogram!("chime_worker_attempt_seconds").record(started_at.elapsed());
@@ -114,6 +121,35 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
     }
     .instrument(span)
     .await
+}
+
+/// How often a running attempt's output is written for those who follow it.
+const OUTPUT_FOLLOW_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Writes a running attempt's output to its row whenever it changed, about once a second, until
+/// aborted at the attempt's end (whose commit writes the final output). Best effort: a write
+/// that fails is retried with the next change, and one that lands after the end changes nothing.
+async fn follow_output(
+    store: chime_core::store::Store,
+    task_id: uuid::Uuid,
+    attempt: i32,
+    output: crate::executor::output::OutputTail,
+) {
+    let mut written = 0;
+    let mut tick = tokio::time::interval(OUTPUT_FOLLOW_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let writes = output.writes();
+        if writes == written {
+            continue;
+        }
+        let text = output.text();
+        match attempt_output::record_running(&store, task_id, attempt, &text).await {
+            Ok(()) => written = writes,
+            Err(error) => debug!(%error, "cannot record the running output"),
+        }
+    }
 }
 
 /// A message whose attempt the database would not start: a message for a task that does not

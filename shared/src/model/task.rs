@@ -155,6 +155,10 @@ pub struct AttemptView {
     pub exit_code: Option<i32>,
     /// Why it did not succeed.
     pub error: Option<String>,
+    /// The tail of its output (stdout and stderr interleaved); while it runs, what the worker has
+    /// written so far (about once a second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// A task as the API returns it and `chime task show --json` prints it.

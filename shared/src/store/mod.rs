@@ -3,6 +3,7 @@
 //! The store is the source of truth (DESIGN.md section 2). Each submodule owns the statements of one
 //! table family; a task's status moves only in [`task_lifecycle`].
 
+pub mod attempt_output;
 pub mod audit;
 pub mod backfills;
 pub mod calendars;

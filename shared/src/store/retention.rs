@@ -32,7 +32,7 @@ pub struct PruneReport {
 }
 
 /// The smallest UUIDv7 of `t`'s millisecond: every task created before `t` has a smaller id.
-fn first_id_at(t: Timestamp) -> Uuid {
+pub(crate) fn first_id_at(t: Timestamp) -> Uuid {
     let ms = u64::try_from(t.as_millisecond()).unwrap_or(0);
     uuid::Builder::from_unix_timestamp_millis(ms, &[0; 10]).into_uuid()
 }

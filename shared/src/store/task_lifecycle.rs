@@ -420,11 +420,11 @@ pub async fn finish_attempts(
             WHERE t.id = e.id AND t.attempt = e.attempt AND t.status = 'running'
               AND t.worker_id = $9
             RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time, e.outcome,
-                      t.reason, e.exit_code, e.error, now() AS at
+                      t.reason, e.exit_code, e.error, e.result, now() AS at
         ), attempt AS (
             UPDATE task_attempts a
             SET outcome = done.outcome, finished_at = done.at, exit_code = done.exit_code,
-                error = done.error
+                error = done.error, output = coalesce(done.result->>'output', a.output)
             FROM done
             WHERE a.task_id = done.id AND a.attempt = done.attempt
         ), unblocked AS (

@@ -53,7 +53,7 @@ macro_rules! select_tasks {
 }
 
 /// A status column's value (its CHECK constraint holds the seven names).
-fn decode_status(status: &str) -> Result<TaskStatus, StoreError> {
+pub(crate) fn decode_status(status: &str) -> Result<TaskStatus, StoreError> {
     status
         .parse::<TaskStatus>()
         .map_err(|e| StoreError::Database {
@@ -108,6 +108,7 @@ struct AttemptRow {
     finished_at: Option<jiff_sqlx::Timestamp>,
     exit_code: Option<i32>,
     error: Option<String>,
+    output: Option<String>,
 }
 
 impl AttemptRow {
@@ -123,6 +124,7 @@ impl AttemptRow {
             finished_at: self.finished_at.map(|t| t.to_jiff()),
             exit_code: self.exit_code,
             error: self.error,
+            output: self.output,
         }
     }
 }
@@ -136,7 +138,7 @@ pub async fn get(store: &Store, id: Uuid) -> Result<TaskView, StoreError> {
         .context("reading the task")?;
     let row = row.ok_or(StoreError::TaskNotFound(id))?;
     let attempts: Vec<AttemptRow> = sqlx::query_as(
-        "SELECT attempt, outcome, worker_name, started_at, finished_at, exit_code, error
+        "SELECT attempt, outcome, worker_name, started_at, finished_at, exit_code, error, output
          FROM task_attempts WHERE task_id = $1 ORDER BY attempt",
     )
     .bind(id)
@@ -241,28 +243,99 @@ impl SummaryRow {
     }
 }
 
-/// The newest tasks, optionally of one status, as summaries.
+/// Which tasks a list shows; every field narrows it. Lists are newest first.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    /// Only tasks in this status.
+    pub status: Option<TaskStatus>,
+    /// Only tasks of this job (`group`, `name`).
+    pub job: Option<(String, String)>,
+    /// Only tasks for this worker group.
+    pub worker_group: Option<String>,
+    /// Only tasks of this kind.
+    pub kind: Option<String>,
+    /// Only tasks created at or after this time.
+    pub since: Option<jiff::Timestamp>,
+    /// Only tasks whose data time is at or after this time.
+    pub data_time_from: Option<jiff::Timestamp>,
+    /// Only tasks whose data time is before this time.
+    pub data_time_to: Option<jiff::Timestamp>,
+    /// The next page: only tasks older than this one (the last id of the previous page).
+    pub before: Option<Uuid>,
+    /// Only tasks whose id starts with, or whose job name, kind, reason or submitter contains,
+    /// this text (case-insensitive).
+    pub text: Option<String>,
+}
+
+/// The newest tasks that pass `filter`, at most `limit`, as summaries. The walk is on the primary
+/// key (UUIDv7 ids are creation order), so a page costs its length, not the store's size.
 pub async fn list(
     store: &Store,
-    status: Option<TaskStatus>,
+    filter: &TaskFilter,
     limit: i64,
 ) -> Result<Vec<TaskSummary>, StoreError> {
     let limit = limit.clamp(1, MAX_LIST_LIMIT);
-    let rows: Vec<SummaryRow> = match status {
-        // The status is written into the statement (it is one of seven fixed words) so the
-        // planner can match the partial indexes on status, which a parameter would hide.
-        Some(status) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            concat!(select_summaries!(
-                "WHERE t.status = '{}' ORDER BY t.id DESC LIMIT $1"
-            )),
-            status.as_str()
-        )))
-        .bind(limit),
-        None => sqlx::query_as(select_summaries!("ORDER BY t.id DESC LIMIT $1")).bind(limit),
+    let mut query = sqlx::QueryBuilder::<sqlx::Postgres>::new(select_summaries!("WHERE true"));
+    if let Some(status) = filter.status {
+        // Written into the statement (one of seven fixed words) so the planner can match the
+        // partial indexes on status, which a parameter would hide.
+        query.push(format_args!(" AND t.status = '{}'", status.as_str()));
     }
-    .fetch_all(store.pool())
-    .await
-    .context("listing tasks")?;
+    if let Some((group, name)) = &filter.job {
+        query.push(" AND j.group_name = ").push_bind(group.clone());
+        query.push(" AND j.name = ").push_bind(name.clone());
+    }
+    if let Some(group) = &filter.worker_group {
+        query
+            .push(" AND t.worker_group = ")
+            .push_bind(group.clone());
+    }
+    if let Some(kind) = &filter.kind {
+        query.push(" AND t.kind = ").push_bind(kind.clone());
+    }
+    if let Some(since) = filter.since {
+        query
+            .push(" AND t.id >= ")
+            .push_bind(super::retention::first_id_at(since));
+    }
+    if let Some(from) = filter.data_time_from {
+        query
+            .push(" AND t.data_time >= ")
+            .push_bind(jiff_sqlx::Timestamp::from(from));
+    }
+    if let Some(to) = filter.data_time_to {
+        query
+            .push(" AND t.data_time < ")
+            .push_bind(jiff_sqlx::Timestamp::from(to));
+    }
+    if let Some(before) = filter.before {
+        query.push(" AND t.id < ").push_bind(before);
+    }
+    if let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) {
+        let escaped = text
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        let pattern = format!("%{escaped}%");
+        query
+            .push(" AND (t.id::text LIKE ")
+            .push_bind(format!("{}%", escaped.to_lowercase()))
+            .push(" OR j.name ILIKE ")
+            .push_bind(pattern.clone())
+            .push(" OR t.kind ILIKE ")
+            .push_bind(pattern.clone())
+            .push(" OR t.reason ILIKE ")
+            .push_bind(pattern.clone())
+            .push(" OR t.submit_user ILIKE ")
+            .push_bind(pattern)
+            .push(")");
+    }
+    query.push(" ORDER BY t.id DESC LIMIT ").push_bind(limit);
+    let rows: Vec<SummaryRow> = query
+        .build_query_as()
+        .fetch_all(store.pool())
+        .await
+        .context("listing tasks")?;
     rows.into_iter().map(SummaryRow::into_summary).collect()
 }
 

@@ -344,7 +344,7 @@ async fn a_task_published_by_any_amqp_client_runs() -> Result<()> {
     let task = env.wait_terminal(id).await?;
     assert_eq!(task.status, TaskStatus::Succeeded);
     assert_eq!(task.result.expect("result").output, "from amqp\n");
-    let all = chime_core::store::tasks::list(&env.store, None, 10).await?;
+    let all = chime_core::store::tasks::list(&env.store, &Default::default(), 10).await?;
     assert_eq!(all.len(), 1);
     env.cleanup().await
 }

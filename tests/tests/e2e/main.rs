@@ -7,6 +7,7 @@ mod dependencies;
 mod faults;
 mod firing;
 mod firing_rules;
+mod logs;
 mod outbox;
 mod process;
 mod retention;

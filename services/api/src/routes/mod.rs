@@ -3,6 +3,7 @@
 pub mod access;
 pub mod health;
 pub mod jobs;
+pub mod logs;
 pub mod retention;
 pub mod schedule;
 pub mod tasks;

@@ -50,23 +50,39 @@ pub async fn create_task(
     Ok((status, Json(view)))
 }
 
-/// Filters of the task list.
+/// Filters of the task list; each narrows it.
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct ListParams {
     /// Only tasks in this status.
     status: Option<String>,
+    /// Only tasks of this job: `group.name`, or `name` in the `default` group.
+    job: Option<String>,
+    /// Only tasks for this worker group.
+    worker_group: Option<String>,
+    /// Only tasks of this kind.
+    kind: Option<String>,
+    /// Only tasks created at or after this time (RFC 3339).
+    since: Option<String>,
+    /// Only tasks whose data time is at or after this time (RFC 3339).
+    data_time_from: Option<String>,
+    /// Only tasks whose data time is before this time (RFC 3339).
+    data_time_to: Option<String>,
+    /// The next page: tasks older than this task id (the last id of the previous page).
+    before: Option<String>,
+    /// Text in the id (a prefix), job name, kind, reason or submitter.
+    q: Option<String>,
     /// At most this many (default 100, at most 1000).
     limit: Option<i64>,
 }
 
-/// Lists the newest tasks, optionally of one status, as summaries: a task's spec, data and
-/// output are in `GET /api/v1/tasks/{id}`.
+/// Lists the newest tasks that pass the filters, as summaries: a task's spec, data and output are
+/// in `GET /api/v1/tasks/{id}`. Page with `before=<last id>`.
 #[utoipa::path(
     get, path = "/api/v1/tasks", tag = "tasks",
     params(ListParams),
     responses(
         (status = 200, description = "newest first, as summaries (no spec, data or output)", body = Vec<TaskSummary>),
-        (status = 400, description = "unknown status", body = ErrorBody),
+        (status = 400, description = "a filter that does not parse", body = ErrorBody),
     )
 )]
 pub async fn list_tasks(
@@ -76,6 +92,7 @@ pub async fn list_tasks(
     let status = params
         .status
         .as_deref()
+        .filter(|s| !s.is_empty())
         .map(str::parse::<TaskStatus>)
         .transpose()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -83,7 +100,37 @@ pub async fn list_tasks(
     if limit < 1 {
         return Err(ApiError::bad_request("limit must be at least 1"));
     }
-    Ok(Json(tasks::list(&state.store, status, limit).await?))
+    let time = |name: &str, value: &Option<String>| {
+        value
+            .as_deref()
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.parse::<jiff::Timestamp>().map_err(|e| {
+                    ApiError::bad_request(format!("{name} {v:?} is not an RFC 3339 time: {e}"))
+                })
+            })
+            .transpose()
+    };
+    let nonempty = |v: Option<String>| v.filter(|v| !v.is_empty());
+    let job = nonempty(params.job).map(|job| match job.split_once('.') {
+        Some((group, name)) => (group.to_string(), name.to_string()),
+        None => ("default".to_string(), job),
+    });
+    let before = nonempty(params.before)
+        .map(|id| super::parse_uuid(&id, "task"))
+        .transpose()?;
+    let filter = tasks::TaskFilter {
+        status,
+        job,
+        worker_group: nonempty(params.worker_group),
+        kind: nonempty(params.kind),
+        since: time("since", &params.since)?,
+        data_time_from: time("data_time_from", &params.data_time_from)?,
+        data_time_to: time("data_time_to", &params.data_time_to)?,
+        before,
+        text: nonempty(params.q),
+    };
+    Ok(Json(tasks::list(&state.store, &filter, limit).await?))
 }
 
 /// Shows one task with all its attempts.

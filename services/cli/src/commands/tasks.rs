@@ -1,24 +1,63 @@
 //! `chime task list|show|kill|rerun`, and `chime prune`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use chime_core::model::{TaskStatus, TaskSummary, TaskView};
 
 use crate::client::ApiClient;
 use crate::output::{opt, table, time};
 
-/// Lists the newest tasks.
-pub async fn list(
-    client: &ApiClient,
-    status: Option<TaskStatus>,
-    limit: u32,
-    json: bool,
-) -> Result<()> {
-    let mut path = format!("/api/v1/tasks?limit={limit}");
-    if let Some(status) = status {
-        path.push_str(&format!("&status={status}"));
+/// `chime task list`'s filters.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Only tasks in this status.
+    #[arg(long)]
+    pub status: Option<TaskStatus>,
+    /// Only tasks of this job (`group.name`, or `name` in the default group).
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Only tasks for this worker group.
+    #[arg(long)]
+    pub worker_group: Option<String>,
+    /// Only tasks of this kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only tasks created since: an age (30m, 12h, 7d) or an RFC 3339 time.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// The next page: tasks older than this task id (the last of the previous page).
+    #[arg(long)]
+    pub before: Option<uuid::Uuid>,
+    /// At most this many (at most 1000).
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Lists the newest tasks that pass the filters.
+pub async fn list(client: &ApiClient, args: ListArgs) -> Result<()> {
+    let mut query = vec![("limit", args.limit.to_string())];
+    if let Some(status) = args.status {
+        query.push(("status", status.to_string()));
     }
-    let tasks: Vec<TaskSummary> = client.get(&path).await?;
-    if json {
+    if let Some(job) = args.job {
+        query.push(("job", job));
+    }
+    if let Some(group) = args.worker_group {
+        query.push(("worker_group", group));
+    }
+    if let Some(kind) = args.kind {
+        query.push(("kind", kind));
+    }
+    if let Some(since) = args.since {
+        query.push(("since", since_time(&since)?));
+    }
+    if let Some(before) = args.before {
+        query.push(("before", before.to_string()));
+    }
+    let tasks: Vec<TaskSummary> = client.get_with("/api/v1/tasks", &query).await?;
+    if args.json {
         println!("{}", serde_json::to_string_pretty(&tasks)?);
         return Ok(());
     }
@@ -28,9 +67,13 @@ pub async fn list(
             vec![
                 t.id.to_string(),
                 t.status.to_string(),
+                t.job
+                    .as_ref()
+                    .map_or("-".into(), |j| format!("{}.{}", j.group, j.name)),
                 t.kind.clone(),
                 t.group.clone(),
                 t.attempt.to_string(),
+                time(t.data_time),
                 time(Some(t.created_at)),
                 opt(t.reason.as_deref()),
             ]
@@ -38,11 +81,118 @@ pub async fn list(
         .collect();
     table(
         &[
-            "ID", "STATUS", "KIND", "GROUP", "ATTEMPT", "CREATED", "REASON",
+            "ID",
+            "STATUS",
+            "JOB",
+            "KIND",
+            "GROUP",
+            "ATTEMPT",
+            "DATA TIME",
+            "CREATED",
+            "REASON",
         ],
         &rows,
     );
     Ok(())
+}
+
+/// `--since`: an age before now, or a time as given.
+fn since_time(since: &str) -> Result<String> {
+    if let Ok(at) = since.parse::<jiff::Timestamp>() {
+        return Ok(at.to_string());
+    }
+    let seconds = parse_age(since).map_err(|e| {
+        crate::BadInput(format!(
+            "--since {e}; or give an RFC 3339 time such as 2026-01-02T03:04:05Z"
+        ))
+    })?;
+    let seconds = i64::try_from(seconds).unwrap_or(i64::MAX);
+    let at = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_secs(seconds))
+        .unwrap_or(jiff::Timestamp::MIN);
+    Ok(at.to_string())
+}
+
+/// Prints an attempt's output; with `follow`, keeps printing what a running task adds until it
+/// ends (following the next attempt when the task is retried).
+pub async fn logs(
+    client: &ApiClient,
+    id: uuid::Uuid,
+    attempt: Option<i32>,
+    follow: bool,
+) -> Result<()> {
+    use std::io::Write;
+    let path = format!("/api/v1/tasks/{id}/logs");
+    let mut query = Vec::new();
+    if let Some(attempt) = attempt {
+        query.push(("attempt", attempt.to_string()));
+    }
+    if !follow {
+        let mut response = client.get_streaming(&path, &query).await?;
+        let mut stdout = std::io::stdout().lock();
+        while let Some(chunk) = response.chunk().await.context("reading the output")? {
+            stdout.write_all(&chunk)?;
+        }
+        return Ok(());
+    }
+    query.push(("follow", "true".into()));
+    let mut response = client.get_streaming(&path, &query).await?;
+    let mut events = SseParser::default();
+    while let Some(chunk) = response.chunk().await.context("reading the output")? {
+        for (event, data) in events.push(&chunk) {
+            let data: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
+            match event.as_str() {
+                "output" => {
+                    let text = data.get("text").and_then(|t| t.as_str()).unwrap_or("");
+                    let mut stdout = std::io::stdout().lock();
+                    stdout.write_all(text.as_bytes())?;
+                    stdout.flush()?;
+                }
+                "attempt" => {
+                    let n = data.get("attempt").and_then(|a| a.as_i64()).unwrap_or(0);
+                    if n > 1 {
+                        eprintln!("--- attempt {n} ---");
+                    }
+                }
+                "end" => {
+                    let status = data.get("status").and_then(|s| s.as_str()).unwrap_or("");
+                    eprintln!("--- task {id} {status} ---");
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Splits a server-sent event stream into (event, data) pairs as its bytes arrive.
+#[derive(Debug, Default)]
+struct SseParser {
+    pending: String,
+}
+
+impl SseParser {
+    fn push(&mut self, bytes: &[u8]) -> Vec<(String, String)> {
+        self.pending.push_str(&String::from_utf8_lossy(bytes));
+        let mut events = Vec::new();
+        while let Some(end) = self.pending.find("\n\n") {
+            let block: String = self.pending.drain(..end + 2).collect();
+            let mut event = String::from("message");
+            let mut data = Vec::new();
+            for line in block.lines() {
+                if let Some(value) = line.strip_prefix("event:") {
+                    event = value.trim().to_string();
+                } else if let Some(value) = line.strip_prefix("data:") {
+                    data.push(value.strip_prefix(' ').unwrap_or(value).to_string());
+                }
+            }
+            if !data.is_empty() {
+                events.push((event, data.join("\n")));
+            }
+        }
+        events
+    }
 }
 
 /// Shows one task with its attempts.

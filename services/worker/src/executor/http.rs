@@ -13,16 +13,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 
 use super::Attempt;
-use super::output::OutputTail;
 
 /// Makes the request, cut short by the attempt's timeout, a kill or shutdown.
-pub async fn run(
-    client: &reqwest::Client,
-    spec: HttpSpec,
-    attempt: &Attempt,
-    tail_bytes: usize,
-) -> AttemptEnd {
-    let tail = OutputTail::new(tail_bytes);
+pub async fn run(client: &reqwest::Client, spec: HttpSpec, attempt: &Attempt) -> AttemptEnd {
+    let tail = &attempt.output;
     let exchange = async {
         let request = build(client, &spec)?;
         let mut response = request.send().await.map_err(|e| describe(&e))?;

@@ -24,6 +24,7 @@ use chime_core::store::task_lifecycle::AttemptEnd;
 use tokio_util::sync::CancellationToken;
 
 use self::execute_user::UserPolicy;
+use self::output::OutputTail;
 use self::shell::TaskEnv;
 
 /// One attempt being executed.
@@ -37,6 +38,8 @@ pub struct Attempt {
     pub kill: CancellationToken,
     /// The task's timeout.
     pub timeout: Option<Duration>,
+    /// What the attempt prints, read by the worker while it runs.
+    pub output: OutputTail,
 }
 
 /// Why an attempt was cut short.
@@ -51,8 +54,13 @@ pub enum Interruption {
 }
 
 impl Attempt {
-    /// An attempt of `message`.
-    pub fn new(message: TaskMessage, shutdown: CancellationToken, kill: CancellationToken) -> Self {
+    /// An attempt of `message` that prints into `output`.
+    pub fn new(
+        message: TaskMessage,
+        shutdown: CancellationToken,
+        kill: CancellationToken,
+        output: OutputTail,
+    ) -> Self {
         let timeout = message
             .timeout_ms
             .and_then(|ms| u64::try_from(ms).ok())
@@ -62,6 +70,7 @@ impl Attempt {
             shutdown,
             kill,
             timeout,
+            output,
         }
     }
 
@@ -137,6 +146,11 @@ impl Executors {
         })
     }
 
+    /// A buffer for one attempt's output, of the configured size.
+    pub fn output_tail(&self) -> OutputTail {
+        OutputTail::new(self.output_tail_bytes)
+    }
+
     /// The kinds this worker can run.
     pub fn kinds(&self) -> Vec<String> {
         let builtin = ["shell", "http", "noop"].map(String::from);
@@ -156,7 +170,7 @@ impl Executors {
                 Err(error) => invalid_spec(error),
             },
             "http" => match HttpSpec::parse(spec) {
-                Ok(spec) => http::run(&self.http, spec, attempt, self.output_tail_bytes).await,
+                Ok(spec) => http::run(&self.http, spec, attempt).await,
                 Err(error) => invalid_spec(error),
             },
             "noop" => match NoopSpec::parse(spec) {
@@ -187,7 +201,7 @@ impl Executors {
                 };
             }
         };
-        shell::run(spec, user, &self.env, attempt, self.output_tail_bytes).await
+        shell::run(spec, user, &self.env, attempt).await
     }
 }
 

@@ -2,12 +2,14 @@
 //! order they were read.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A bounded buffer that keeps the most recent bytes; shared by the stdout and stderr readers.
 #[derive(Clone, Debug)]
 pub struct OutputTail {
     inner: Arc<Mutex<VecDeque<u8>>>,
+    writes: Arc<AtomicU64>,
     limit: usize,
 }
 
@@ -16,6 +18,7 @@ impl OutputTail {
     pub fn new(limit: usize) -> Self {
         Self {
             inner: Arc::new(Mutex::new(VecDeque::with_capacity(limit.min(8192)))),
+            writes: Arc::new(AtomicU64::new(0)),
             limit,
         }
     }
@@ -30,6 +33,12 @@ impl OutputTail {
         let overflow = (buffer.len() + bytes.len()).saturating_sub(self.limit);
         buffer.drain(..overflow);
         buffer.extend(bytes);
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times bytes were pushed: a follower compares it to know whether the tail changed.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
     }
 
     /// The tail as text; a character cut at the start is dropped, invalid UTF-8 replaced.

@@ -99,13 +99,7 @@ fn write_data_file(data: &str, attempt: &Attempt, user: &RunAs) -> std::io::Resu
 }
 
 /// Runs the command as `user` to its end or its interruption.
-pub async fn run(
-    spec: ShellSpec,
-    user: RunAs,
-    env: &TaskEnv,
-    attempt: &Attempt,
-    tail_bytes: usize,
-) -> AttemptEnd {
+pub async fn run(spec: ShellSpec, user: RunAs, env: &TaskEnv, attempt: &Attempt) -> AttemptEnd {
     let mut command = match &spec.command {
         ShellCommand::Argv(argv) => {
             let mut command = Command::new(&argv[0]);
@@ -185,7 +179,7 @@ pub async fn run(
             };
         }
     };
-    let tail = OutputTail::new(tail_bytes);
+    let tail = attempt.output.clone();
     let readers = [
         child
             .stdout

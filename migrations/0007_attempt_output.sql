@@ -1,0 +1,3 @@
+-- Each attempt keeps its own output tail (not only the task's last result), and a running
+-- attempt's output is written there as it grows, so it can be followed while it runs.
+ALTER TABLE task_attempts ADD COLUMN output text;
