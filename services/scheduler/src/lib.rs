@@ -8,6 +8,7 @@
 //!   backstop, and leave.
 
 pub mod fire;
+pub mod gauges;
 pub mod recovery;
 pub mod retention;
 
@@ -105,6 +106,11 @@ pub async fn run(
             settings.retention,
             shutdown.clone(),
         ));
+        let gauges = tokio::spawn(gauges::run(
+            node.store.clone(),
+            node.broker.clone(),
+            shutdown.clone(),
+        ));
         firing_loop(
             &node.store,
             node.topology(),
@@ -116,6 +122,7 @@ pub async fn run(
         let _ = checkins.await;
         let _ = recovery.await;
         let _ = retention.await;
+        let _ = gauges.await;
         if let Err(error) = sqlx::query("DELETE FROM scheduler_instances WHERE instance_id = $1")
             .bind(&instance_id)
             .execute(node.store.pool())

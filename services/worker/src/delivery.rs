@@ -20,8 +20,8 @@
 use std::time::Duration;
 
 use chime_core::bus::dead_letter;
-use chime_core::model::TaskMessage;
 use chime_core::model::message::{SubmitMessage, decode};
+use chime_core::model::{TaskMessage, TaskStatus};
 use chime_core::store::task_lifecycle::{self, AttemptEnd, FinishedAttempt};
 use chime_core::store::{attempt_output, tasks};
 use lapin::Channel;
@@ -105,7 +105,11 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         follower.abort();
         worker.set_phase(key, Phase::Ending);
         metrics::gauge!("chime_worker_running").decrement(1.0);
-        metrics::histogram!("chime_worker_attempt_seconds").record(started_at.elapsed());
+        let labels = [
+            ("worker_group", attempt.message.group.clone()),
+            ("kind", attempt.message.kind.clone()),
+        ];
+        metrics::histogram!("chime_attempt_duration_seconds", &labels).record(started_at.elapsed());
         let outcome = end.outcome().as_str();
         let finished = FinishedAttempt {
             task_id: attempt.message.task_id,
@@ -114,8 +118,21 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         };
         let recorded = record_end(worker, finished).await;
         worker.let_go(key);
-        if recorded {
+        if let Some(moved_to) = recorded {
             metrics::counter!("chime_worker_attempts_total", "outcome" => outcome).increment(1);
+            match moved_to {
+                Some(status) if status.is_terminal() => {
+                    let mut labels = labels.to_vec();
+                    labels.push(("outcome", status.as_str().to_string()));
+                    metrics::counter!("chime_tasks_finished_total", &labels).increment(1);
+                }
+                Some(TaskStatus::Retrying) => {
+                    let mut labels = labels.to_vec();
+                    labels.push(("reason", outcome.to_string()));
+                    metrics::counter!("chime_task_retries_total", &labels).increment(1);
+                }
+                _ => {}
+            }
             ack(&delivery).await;
         }
     }
@@ -338,7 +355,10 @@ const NO_ID_NOTE: &str = " (this submission had neither an `id` nor an AMQP mess
 
 /// Commits the attempt's end, retrying while the database is unreachable. Returns whether the
 /// delivery may be acked.
-async fn record_end(worker: &Worker, finished: FinishedAttempt) -> bool {
+/// Commits the attempt's end, retrying while the database is away. Some(the status the task moved
+/// to, if this worker's end moved it) once there is nothing more to do; None if the worker stops
+/// first (the message is then left unacked).
+async fn record_end(worker: &Worker, finished: FinishedAttempt) -> Option<Option<TaskStatus>> {
     let mut delay = Duration::from_millis(100);
     loop {
         let recorded = match &finished.end {
@@ -351,24 +371,28 @@ async fn record_end(worker: &Worker, finished: FinishedAttempt) -> bool {
                 task_lifecycle::Release::Interrupted,
             )
             .await
-            .map(|moved| moved > 0)
+            .map(|moved| (moved > 0).then_some(None))
             .map_err(std::sync::Arc::new),
-            _ => worker.transitions.finish_attempt(finished.clone()).await,
+            _ => worker
+                .transitions
+                .finish_attempt(finished.clone())
+                .await
+                .map(|moved| moved.map(Some)),
         };
         match recorded {
-            Ok(true) => return true,
-            Ok(false) => {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) => {
                 debug!("the attempt is no longer ours (killed or recovered); dropping");
-                return true;
+                return Some(None);
             }
             Err(error) => {
                 warn!(%error, ?delay, "cannot record the attempt's end; retrying");
                 if worker.hard_stop.is_cancelled() {
                     // Leave it unacked: the message comes back and recovery decides.
-                    return false;
+                    return None;
                 }
                 tokio::select! {
-                    _ = worker.hard_stop.cancelled() => return false,
+                    _ = worker.hard_stop.cancelled() => return None,
                     _ = tokio::time::sleep(delay) => {}
                 }
                 delay = (delay * 2).min(Duration::from_secs(5));

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chime_core::bus::Topology;
-use chime_core::model::TaskMessage;
+use chime_core::model::{TaskMessage, TaskStatus};
 use chime_core::store::task_lifecycle::{self, FinishedAttempt, WorkerIdentity};
 use chime_core::store::{Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
@@ -35,7 +35,7 @@ struct Request<T, V> {
 #[derive(Clone, Debug)]
 pub struct Transitions {
     starts: mpsc::UnboundedSender<Request<(Uuid, i32), TaskMessage>>,
-    ends: mpsc::UnboundedSender<Request<FinishedAttempt, ()>>,
+    ends: mpsc::UnboundedSender<Request<FinishedAttempt, TaskStatus>>,
 }
 
 impl Transitions {
@@ -60,10 +60,7 @@ impl Transitions {
         tokio::spawn(
             run(end_rx, "finish", move |batch: Vec<FinishedAttempt>| {
                 let (s, t, w) = (store.clone(), topology.clone(), worker.clone());
-                async move {
-                    let moved = task_lifecycle::finish_attempts(&s, &t, &w, &batch).await?;
-                    Ok(moved.into_iter().map(|key| (key, ())).collect())
-                }
+                async move { task_lifecycle::finish_attempts(&s, &t, &w, &batch).await }
             })
             .instrument(info_span!("attempt_ends")),
         );
@@ -76,9 +73,10 @@ impl Transitions {
         ask(&self.starts, (task_id, attempt)).await
     }
 
-    /// Records the attempt's end; false if the attempt is no longer this worker's.
-    pub async fn finish_attempt(&self, finished: FinishedAttempt) -> Result<bool, Arc<StoreError>> {
-        ask(&self.ends, finished).await.map(|moved| moved.is_some())
+    /// Records the attempt's end: the status its task moved to, or None if the attempt is no
+    /// longer this worker's.
+    pub async fn finish_attempt(&self, finished: FinishedAttempt) -> Answer<TaskStatus> {
+        ask(&self.ends, finished).await
     }
 }
 

@@ -84,6 +84,11 @@ impl Broker {
     /// passive declare on a channel of its own; `Ok(None)` when the queue does not exist.
     /// Errors: no connection within a second, or the broker did not answer in five.
     pub async fn queue_depth(&self, queue: &str) -> Result<Option<u32>, super::BusError> {
+        Ok(self.queue_stats(queue).await?.map(|(messages, _)| messages))
+    }
+
+    /// `(messages ready, consumers)` of `queue`, as [`Broker::queue_depth`] reads them.
+    pub async fn queue_stats(&self, queue: &str) -> Result<Option<(u32, u32)>, super::BusError> {
         let never = CancellationToken::new();
         let conn = tokio::time::timeout(Duration::from_secs(1), self.connection(&never))
             .await
@@ -107,7 +112,7 @@ impl Broker {
                 let _ = channel.close(200, "done".into()).await;
             }
             match declared {
-                Ok(q) => Ok(Some(q.message_count())),
+                Ok(q) => Ok(Some((q.message_count(), q.consumer_count()))),
                 Err(error) if matches!(error.kind(), lapin::ErrorKind::ProtocolError(_)) => {
                     Ok(None)
                 }

@@ -11,7 +11,7 @@
 //! are idempotent per (task, attempt), so that costs a duplicate message, never a second run.
 //! Several relays (one per process) share the table through `FOR UPDATE SKIP LOCKED` leases.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -171,6 +171,7 @@ impl OutboxRelay {
         let (published, failed, broker_error) = publish_batch(channel, topology, &expanded).await;
         outbox::mark_published(&self.store, &published).await?;
         outbox::release(&self.store, &failed).await?;
+        record_fire_lag(&batch, &published);
         metrics::counter!("chime_outbox_published_total").increment(published.len() as u64);
         metrics::histogram!("chime_outbox_publish_seconds").record(started.elapsed());
         if !failed.is_empty() {
@@ -180,6 +181,32 @@ impl OutboxRelay {
             Some(error) => Round::BrokerLost(error),
             None => Round::Published(published.len()),
         })
+    }
+}
+
+/// The header a trigger fire's message carries: its scheduled time.
+pub const SCHEDULED_TIME_HEADER: &str = "x-chime-scheduled-time";
+
+/// For each trigger fire published, how late it went out: from its scheduled time to the
+/// broker's confirm (both on the database's clock), by worker group.
+fn record_fire_lag(batch: &[OutboxMessage], published: &[(i64, jiff::Timestamp)]) {
+    let fires: HashMap<i64, (&str, jiff::Timestamp)> = batch
+        .iter()
+        .filter_map(|row| {
+            let scheduled = row.headers.0.get(SCHEDULED_TIME_HEADER)?.as_str()?;
+            let scheduled = scheduled.parse::<jiff::Timestamp>().ok()?;
+            Some((row.id, (row.routing_key.as_str(), scheduled)))
+        })
+        .collect();
+    if fires.is_empty() {
+        return;
+    }
+    for (id, at) in published {
+        if let Some((group, scheduled)) = fires.get(id) {
+            let lag = at.duration_since(*scheduled).as_secs_f64().max(0.0);
+            metrics::histogram!("chime_fire_lag_seconds", "worker_group" => group.to_string())
+                .record(lag);
+        }
     }
 }
 

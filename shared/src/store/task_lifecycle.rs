@@ -330,14 +330,14 @@ pub async fn start_attempts(
 /// the job's Retry-After), else `failed` with the reason. A task that ends (not `retrying`) lets
 /// its job's blocked triggers fire again.
 ///
-/// Returns the `(task, attempt)` pairs that moved; an attempt missing from it is no longer this
-/// worker's (killed, or recovered elsewhere).
+/// Returns the `(task, attempt)` pairs that moved, with the status each task moved to; an attempt
+/// missing from it is no longer this worker's (killed, or recovered elsewhere).
 pub async fn finish_attempts(
     store: &Store,
     topology: &Topology,
     worker: &WorkerIdentity,
     finished: &[FinishedAttempt],
-) -> Result<Vec<(Uuid, i32)>, StoreError> {
+) -> Result<Vec<((Uuid, i32), TaskStatus)>, StoreError> {
     // An abandoned attempt is a lost one (release_attempts), not an end this statement records.
     let finished: Vec<&FinishedAttempt> = finished
         .iter()
@@ -378,7 +378,7 @@ pub async fn finish_attempts(
     let exit_codes: Vec<Option<i32>> = results.iter().map(|r| r.exit_code).collect();
     let errors: Vec<Option<&str>> = results.iter().map(|r| r.error.as_deref()).collect();
     let results: Vec<Json<&TaskResult>> = results.iter().map(Json).collect();
-    let moved: Vec<(Uuid, i32)> = sqlx::query_as(
+    let moved: Vec<(Uuid, i32, String)> = sqlx::query_as(
         r#"
         WITH ends AS (
             SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[],
@@ -443,7 +443,7 @@ pub async fn finish_attempts(
             FROM done
             HAVING count(*) > 0
         )
-        SELECT id, attempt FROM done
+        SELECT id, attempt, status FROM done
         "#,
     )
     .bind(&ids)
@@ -459,7 +459,10 @@ pub async fn finish_attempts(
     .fetch_all(store.pool())
     .await
     .context("finishing attempts")?;
-    Ok(moved)
+    moved
+        .into_iter()
+        .map(|(id, attempt, status)| Ok(((id, attempt), super::tasks::decode_status(&status)?)))
+        .collect()
 }
 
 /// One fire of a trigger, as the scheduler records it.
@@ -532,8 +535,9 @@ pub async fn record_trigger_fires(
             FROM fire f JOIN fired USING (task_id) JOIN jobs j ON j.id = f.job_id
             RETURNING id, status, job_id, data_time, worker_group
         ), message AS (
-            INSERT INTO outbox (exchange, routing_key, body, publish_at)
-            SELECT $10, f.worker_group, f.body, f.sched_time
+            INSERT INTO outbox (exchange, routing_key, body, publish_at, headers)
+            SELECT $10, f.worker_group, f.body, f.sched_time,
+                   jsonb_build_object('x-chime-scheduled-time', f.sched_time)
             FROM fire f JOIN task ON task.id = f.task_id
             WHERE task.status = 'ready'
         ), waiting AS (

@@ -123,13 +123,47 @@ async fn metrics_text(url: &str) -> Result<String> {
     Ok(http().get(url).send().await?.text().await?)
 }
 
-/// A standalone scheduler and worker serve their own `/metrics` (`--metrics-addr`), with the
-/// counters of what they did.
+/// A standalone scheduler and worker serve their own `/metrics` (`--metrics-addr`), every
+/// metric with its HELP line: after a trigger's fires run, the scheduler's relay shows the fire
+/// lag by worker group, the worker its finished tasks by outcome, group and kind, and the
+/// scheduler the system gauges (workers online, queue depth and consumers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<()> {
+    use chime_core::schedule::ScheduleSpec;
+    use chime_core::store::{jobs, triggers};
     let env = TestEnv::new().await?;
     let scheduler_addr = format!("127.0.0.1:{}", chime_tests::free_port()?);
     let worker_addr = format!("127.0.0.1:{}", chime_tests::free_port()?);
+    jobs::create(
+        &env.store,
+        jobs::NewJob {
+            name: "tick".into(),
+            kind: "noop".into(),
+            ..Default::default()
+        },
+    )
+    .await?;
+    triggers::create(
+        &env.store,
+        triggers::NewTrigger {
+            group: None,
+            name: "every-second".into(),
+            job_group: None,
+            job: "tick".into(),
+            schedule: ScheduleSpec::Simple {
+                interval_ms: 1000,
+                repeat_count: 2,
+                start_time: None,
+                end_time: None,
+            },
+            calendar: None,
+            misfire_policy: None,
+            priority: None,
+            description: None,
+            data: serde_json::Value::Null,
+        },
+    )
+    .await?;
     let _scheduler = env.spawn_chime(&["scheduler", "--metrics-addr", &scheduler_addr])?;
     let _worker = env.spawn_chime(&["worker", "--metrics-addr", &worker_addr])?;
     let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
@@ -137,26 +171,81 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
         &env.store,
         &topology,
         chime_core::model::NewTask {
-            kind: "noop".into(),
+            kind: "shell".into(),
+            spec: serde_json::json!({ "script": "exit 4" }),
             ..Default::default()
         },
     )
     .await?;
     let done = env.wait_terminal(task.id).await?;
-    assert_eq!(done.status, TaskStatus::Succeeded);
+    assert_eq!(done.status, TaskStatus::Failed);
+
     let worker_url = format!("http://{worker_addr}/metrics");
-    eventually("the worker's attempt counter", || async {
-        Ok(metrics_text(&worker_url)
-            .await
-            .is_ok_and(|m| m.contains("chime_worker_attempts_total{outcome=\"succeeded\"} 1")))
+    eventually("the worker's outcome counters", || async {
+        Ok(metrics_text(&worker_url).await.is_ok_and(|m| {
+            m.contains(r#"chime_tasks_finished_total{worker_group="default",kind="noop",outcome="succeeded"} 3"#)
+                && m.contains(r#"chime_tasks_finished_total{worker_group="default",kind="shell",outcome="failed"} 1"#)
+        }))
     })
     .await?;
+    let worker = metrics_text(&worker_url).await?;
+    for name in [
+        "chime_tasks_finished_total",
+        "chime_worker_attempts_total",
+        "chime_attempt_duration_seconds",
+    ] {
+        assert!(
+            worker.contains(&format!("# HELP {name} ")),
+            "no HELP for {name}:\n{worker}"
+        );
+    }
+    assert!(
+        worker.contains("chime_attempt_duration_seconds_bucket{"),
+        "{worker}"
+    );
+
+    // Fire lag is recorded by the outbox relay that published the fire, in whichever service.
     let scheduler_url = format!("http://{scheduler_addr}/metrics");
-    eventually("the scheduler's check-ins", || async {
-        Ok(metrics_text(&scheduler_url)
-            .await
-            .is_ok_and(|m| m.contains("chime_scheduler_checkins_total")))
+    let fire_lags = || async {
+        let mut fires = 0;
+        for url in [&scheduler_url, &worker_url] {
+            let text = metrics_text(url).await?;
+            fires += text
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(r#"chime_fire_lag_seconds_count{worker_group="default"} "#)
+                })
+                .map_or(0, |n| n.trim().parse::<u64>().unwrap_or(0));
+        }
+        anyhow::Ok(fires)
+    };
+    eventually("the fire lag of three fires, and the gauges", || async {
+        let gauges = metrics_text(&scheduler_url).await.is_ok_and(|m| {
+            m.contains(r#"chime_workers_online{worker_group="default"} 1"#)
+                && m.contains(r#"chime_queue_consumers{worker_group="default"} 1"#)
+        });
+        Ok(gauges && fire_lags().await? == 3)
     })
     .await?;
+    let scheduler = metrics_text(&scheduler_url).await?;
+    for name in [
+        "chime_scheduler_fires_total",
+        "chime_scheduler_checkins_total",
+        "chime_workers_online",
+        "chime_queue_depth",
+        "chime_outbox_backlog",
+    ] {
+        assert!(
+            scheduler.contains(&format!("# HELP {name} ")),
+            "no HELP for {name}:\n{scheduler}"
+        );
+    }
+    let both = format!("{scheduler}{}", metrics_text(&worker_url).await?);
+    assert!(both.contains("# HELP chime_fire_lag_seconds "), "{both}");
+    // The lag is a histogram in seconds, by worker group.
+    assert!(
+        both.contains(r#"chime_fire_lag_seconds_bucket{worker_group="default",le="600"} "#),
+        "{both}"
+    );
     env.cleanup().await
 }

@@ -1,11 +1,14 @@
 //! Logs, traces and metrics for every chime process.
 //!
 //! Logs go to stderr through `tracing` (`RUST_LOG` filters, `CHIME_LOG_FORMAT=json` for JSON lines).
-//! Metrics go to a process-wide Prometheus recorder whose rendering the API serves on `/metrics`.
+//! Metrics go to a process-wide Prometheus recorder, rendered on `/metrics` by the API and by every
+//! service given `--metrics-addr`; [`catalog`] lists them all with their help text.
+
+pub mod catalog;
 
 use std::sync::OnceLock;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
@@ -36,9 +39,20 @@ pub fn init_logging(default_filter: &str) {
 pub fn metrics_handle() -> Option<PrometheusHandle> {
     PROMETHEUS
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            // Durations are histograms (buckets aggregate across instances; quantiles do not).
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Suffix("_seconds".into()),
+                    catalog::SECONDS_BUCKETS,
+                )
+                .unwrap_or_else(|_| PrometheusBuilder::new());
+            let recorder = builder.build_recorder();
             let handle = recorder.handle();
-            metrics::set_global_recorder(recorder).ok().map(|_| handle)
+            let installed = metrics::set_global_recorder(recorder).ok().map(|_| handle);
+            if installed.is_some() {
+                catalog::describe();
+            }
+            installed
         })
         .clone()
 }

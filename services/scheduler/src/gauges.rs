@@ -1,0 +1,66 @@
+//! The system gauges: every 15 s, each scheduler instance reads the live tasks by status and
+//! worker group, the workers online, the outbox backlog (from the store) and each worker group's
+//! queue depth and consumers (from the broker), and sets them as gauges on its `/metrics`. Every
+//! instance reports the same numbers; take the max across instances.
+
+use std::time::Duration;
+
+use chime_core::bus::Broker;
+use chime_core::store::{Store, gauges};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info_span};
+
+/// How often the gauges are read.
+const SAMPLE_EVERY: Duration = Duration::from_secs(15);
+
+/// Sets the gauges every [`SAMPLE_EVERY`] until `shutdown`.
+pub async fn run(store: Store, broker: Broker, shutdown: CancellationToken) {
+    async {
+        let mut tick = tokio::time::interval(SAMPLE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Series seen last time, so a status or group that emptied goes to 0, not stale.
+        let mut last_live: Vec<(String, String)> = Vec::new();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            match gauges::read(&store).await {
+                Ok(snapshot) => {
+                    for (status, group) in &last_live {
+                        metrics::gauge!("chime_tasks", "status" => status.clone(), "worker_group" => group.clone()).set(0.0);
+                    }
+                    last_live.clear();
+                    for (status, group, count) in &snapshot.live_tasks {
+                        metrics::gauge!("chime_tasks", "status" => status.clone(), "worker_group" => group.clone()).set(*count as f64);
+                        last_live.push((status.clone(), group.clone()));
+                    }
+                    for group in &snapshot.worker_groups {
+                        let online = snapshot
+                            .workers_online
+                            .iter()
+                            .find(|(g, _)| g == group)
+                            .map_or(0, |(_, n)| *n);
+                        metrics::gauge!("chime_workers_online", "worker_group" => group.clone())
+                            .set(online as f64);
+                        let queue = broker.topology().group_queue(group);
+                        match broker.queue_stats(&queue).await {
+                            Ok(Some((messages, consumers))) => {
+                                metrics::gauge!("chime_queue_depth", "worker_group" => group.clone()).set(f64::from(messages));
+                                metrics::gauge!("chime_queue_consumers", "worker_group" => group.clone()).set(f64::from(consumers));
+                            }
+                            Ok(None) => {}
+                            Err(error) => debug!(%error, group, "cannot read the queue's depth"),
+                        }
+                    }
+                    metrics::gauge!("chime_outbox_backlog").set(snapshot.outbox_backlog as f64);
+                    metrics::gauge!("chime_outbox_oldest_seconds")
+                        .set(snapshot.outbox_oldest_seconds);
+                }
+                Err(error) => debug!(%error, "cannot read the system gauges"),
+            }
+        }
+    }
+    .instrument(info_span!("gauges"))
+    .await;
+}

@@ -1,0 +1,64 @@
+//! The numbers that say whether the system keeps up, read from the store for metrics and the
+//! dashboard: live tasks by status and worker group, workers online, and the outbox's backlog.
+//! Each read walks an index (live statuses, live workers, unsent outbox rows), never the history.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{Context, Store, StoreError};
+
+/// A snapshot of the system's load.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct SystemGauges {
+    /// Tasks not yet ended, as (status, worker group, count).
+    pub live_tasks: Vec<(String, String, i64)>,
+    /// Workers online or draining with a recent heartbeat, as (worker group, count); a worker
+    /// serving two groups counts in each.
+    pub workers_online: Vec<(String, i64)>,
+    /// Outbox rows due and not yet published.
+    pub outbox_backlog: i64,
+    /// Seconds since the oldest of them was due (0 when there is none).
+    pub outbox_oldest_seconds: f64,
+    /// Declared worker groups.
+    pub worker_groups: Vec<String>,
+}
+
+/// Reads the snapshot (four statements, each on an index).
+pub async fn read(store: &Store) -> Result<SystemGauges, StoreError> {
+    let live_tasks: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT status, worker_group, count(*) FROM tasks
+         WHERE status IN ('waiting', 'ready', 'running', 'retrying')
+         GROUP BY status, worker_group ORDER BY status, worker_group",
+    )
+    .fetch_all(store.pool())
+    .await
+    .context("counting live tasks")?;
+    let workers_online: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT g, count(*) FROM workers, unnest(groups) AS g
+         WHERE status IN ('online', 'draining')
+           AND last_heartbeat > now() - interval '60 seconds'
+         GROUP BY g ORDER BY g",
+    )
+    .fetch_all(store.pool())
+    .await
+    .context("counting workers online")?;
+    let (outbox_backlog, outbox_oldest_seconds): (i64, Option<f64>) = sqlx::query_as(
+        "SELECT count(*), EXTRACT(EPOCH FROM now() - min(publish_at))::float8 FROM outbox
+         WHERE published_at IS NULL AND publish_at <= now()",
+    )
+    .fetch_one(store.pool())
+    .await
+    .context("reading the outbox backlog")?;
+    let worker_groups: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM worker_groups ORDER BY name")
+            .fetch_all(store.pool())
+            .await
+            .context("listing worker groups")?;
+    Ok(SystemGauges {
+        live_tasks,
+        workers_online,
+        outbox_backlog,
+        outbox_oldest_seconds: outbox_oldest_seconds.unwrap_or(0.0).max(0.0),
+        worker_groups,
+    })
+}

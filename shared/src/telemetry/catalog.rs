@@ -1,0 +1,200 @@
+//! Every metric chime records, with its help text and unit: one list, so `/metrics` explains
+//! itself (`# HELP` lines) and a reader finds here what each name means and where it comes from.
+//! Durations are seconds and histograms; counters end in `_total`; `worker_group` and `kind`
+//! label what belongs to a worker group or a job kind.
+
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+
+/// Histogram buckets for durations in seconds: from a millisecond to ten minutes.
+pub const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0,
+];
+
+/// Registers the help text and unit of every metric with the installed recorder.
+pub fn describe() {
+    // Scheduler: firing.
+    describe_histogram!(
+        "chime_fire_lag_seconds",
+        Unit::Seconds,
+        "How late a trigger fire reached the broker: from its scheduled time to the broker's \
+         confirm of its task message, by worker group (recorded by the outbox relay)."
+    );
+    describe_counter!(
+        "chime_scheduler_fires_total",
+        "Trigger fires recorded (a fired_triggers row and a task each)."
+    );
+    describe_counter!(
+        "chime_scheduler_misfires_total",
+        "Triggers found late past the misfire threshold, by the misfire policy applied."
+    );
+    describe_histogram!(
+        "chime_scheduler_round_seconds",
+        Unit::Seconds,
+        "Duration of one firing round (acquire due triggers, fire, advance)."
+    );
+    describe_counter!(
+        "chime_scheduler_retries_released_total",
+        "Retrying tasks whose retry time came, made ready again."
+    );
+    describe_counter!(
+        "chime_scheduler_triggers_unblocked_total",
+        "Triggers of one-at-a-time jobs unblocked after their job's task ended."
+    );
+    describe_counter!(
+        "chime_scheduler_checkins_total",
+        "Check-ins of this scheduler instance."
+    );
+    describe_counter!(
+        "chime_scheduler_attempts_recovered_total",
+        "Attempts of dead or disconnected workers recovered (retried or failed as lost)."
+    );
+    describe_counter!(
+        "chime_scheduler_messages_republished_total",
+        "Task messages published again because their queue had lost them."
+    );
+    describe_histogram!(
+        "chime_prune_seconds",
+        Unit::Seconds,
+        "Duration of a retention pass."
+    );
+    describe_counter!(
+        "chime_pruned_tasks_total",
+        "Ended tasks removed by retention, with their attempts and fired-trigger rows."
+    );
+    // Scheduler: system gauges (every instance reports the same; take the max).
+    describe_gauge!(
+        "chime_tasks",
+        "Tasks not yet ended, by status (waiting, ready, running, retrying) and worker group."
+    );
+    describe_gauge!(
+        "chime_workers_online",
+        "Workers online or draining with a recent heartbeat, by worker group."
+    );
+    describe_gauge!(
+        "chime_queue_depth",
+        "Messages ready in a worker group's queue, as the broker reports them."
+    );
+    describe_gauge!(
+        "chime_queue_consumers",
+        "Consumers on a worker group's queue, as the broker reports them."
+    );
+    describe_gauge!(
+        "chime_outbox_backlog",
+        "Outbox rows due and not yet published."
+    );
+    describe_gauge!(
+        "chime_outbox_oldest_seconds",
+        Unit::Seconds,
+        "Seconds since the oldest unpublished outbox row was due."
+    );
+    // Outbox relay (every service that changes state runs one).
+    describe_counter!(
+        "chime_outbox_published_total",
+        "Outbox rows published and confirmed by the broker."
+    );
+    describe_counter!(
+        "chime_outbox_publish_failures_total",
+        "Outbox rows whose publish failed (retried)."
+    );
+    describe_histogram!(
+        "chime_outbox_publish_seconds",
+        Unit::Seconds,
+        "Duration of publishing one batch of outbox rows, to the last confirm."
+    );
+    describe_counter!(
+        "chime_broker_connections_total",
+        "Connections opened to the broker (more than one means reconnections)."
+    );
+    // Worker.
+    describe_counter!(
+        "chime_worker_deliveries_total",
+        "Messages delivered to this worker, by queue."
+    );
+    describe_counter!(
+        "chime_worker_attempts_total",
+        "Attempts this worker ended, by outcome (succeeded, failed, rejected, killed)."
+    );
+    describe_counter!(
+        "chime_tasks_finished_total",
+        "Tasks that ended with an attempt on this worker, by final status (outcome), worker group \
+         and kind."
+    );
+    describe_counter!(
+        "chime_task_retries_total",
+        "Attempts that left their task retrying, by reason (rejected or failed), worker group and \
+         kind."
+    );
+    describe_histogram!(
+        "chime_attempt_duration_seconds",
+        Unit::Seconds,
+        "How long attempts ran on this worker, by worker group and kind."
+    );
+    describe_gauge!(
+        "chime_worker_running",
+        "Attempts running on this worker now."
+    );
+    describe_histogram!(
+        "chime_worker_transition_batch",
+        "Attempt starts or ends committed in one statement, by kind (start, finish)."
+    );
+    describe_counter!(
+        "chime_worker_duplicates_total",
+        "Deliveries whose attempt had already started or ended (redeliveries), dropped."
+    );
+    describe_counter!(
+        "chime_worker_mismatched_messages_total",
+        "Messages that did not match their task's row (dead-lettered)."
+    );
+    describe_counter!(
+        "chime_worker_poison_total",
+        "Messages that could not be decoded or were refused (dead-lettered)."
+    );
+    describe_counter!(
+        "chime_worker_kills_total",
+        "Kill requests that reached a running attempt on this worker."
+    );
+    describe_counter!(
+        "chime_worker_heartbeats_total",
+        "Heartbeats this worker wrote."
+    );
+    describe_counter!(
+        "chime_worker_self_fenced_total",
+        "Attempts this worker abandoned because its heartbeat could not be written in time."
+    );
+    describe_counter!(
+        "chime_worker_unheld_released_total",
+        "Attempts recorded as running on this worker that it no longer held, released."
+    );
+    describe_counter!(
+        "chime_worker_database_waits_total",
+        "Deliveries that waited for the database to come back."
+    );
+    describe_counter!(
+        "chime_worker_attempts_recovered_total",
+        "Attempts of a disconnected worker recovered on redelivery."
+    );
+    // Dependency service.
+    describe_counter!(
+        "chime_dependency_advances_total",
+        "Waiting tasks moved by their upstreams' ends, by outcome (ready, failed)."
+    );
+    describe_counter!(
+        "chime_dependency_sweep_advances_total",
+        "Waiting tasks moved by the periodic sweep (events missed)."
+    );
+    describe_counter!("chime_dependency_sweeps_total", "Sweeps of waiting tasks.");
+    describe_histogram!(
+        "chime_dependency_event_seconds",
+        Unit::Seconds,
+        "Time to handle one task event."
+    );
+    // API.
+    describe_counter!(
+        "chime_api_tasks_submitted_total",
+        "Tasks submitted through the API."
+    );
+    describe_counter!(
+        "chime_api_tasks_killed_total",
+        "Kill requests accepted by the API."
+    );
+}
