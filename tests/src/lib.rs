@@ -2,6 +2,7 @@
 //! tests run in parallel against the real shared servers; services run in-process (as `chime up`
 //! runs them) and the CLI runs as a real binary.
 
+pub mod browser;
 pub mod postgres;
 pub mod proxy;
 

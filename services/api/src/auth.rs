@@ -65,13 +65,16 @@ pub fn required_role(method: &Method, path: &str) -> Role {
     let operate_action = |action: &str| {
         matches!(
             action,
-            "run" | "backfill" | "pause" | "resume" | "kill" | "rerun" | "drain"
+            "run" | "backfill" | "pause" | "resume" | "kill" | "rerun" | "drain" | "cancel"
         )
     };
     match segments.as_slice() {
         ["schedule", "preview"] => Role::Read,
         ["tasks"] => Role::Operate,
-        ["tasks", _, action] | ["workers", _, action] | ["trigger-groups", _, action]
+        ["tasks", _, action]
+        | ["workers", _, action]
+        | ["trigger-groups", _, action]
+        | ["backfills", _, action]
             if operate_action(action) =>
         {
             Role::Operate
@@ -179,7 +182,8 @@ pub async fn authorize(
 ) -> Response {
     let path = request.uri().path().to_string();
     let method = request.method().clone();
-    let public = matches!(path.as_str(), "/" | "/healthz" | "/readyz")
+    let public = matches!(path.as_str(), "/healthz" | "/readyz")
+        || crate::dashboard::is_page(&path)
         || (path == "/metrics" && state.metrics_public);
     if public {
         return next.run(request).await;

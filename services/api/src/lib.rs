@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod dashboard;
 pub mod error;
+pub mod events;
 pub mod routes;
 pub mod state;
 
@@ -85,6 +86,12 @@ pub fn router(state: AppState) -> Router {
         ))
         .routes(routes!(routes::tasks::get_task))
         .routes(routes!(routes::logs::task_logs))
+        .routes(routes!(events::task_events))
+        .routes(routes!(routes::overview::overview))
+        .routes(routes!(routes::overview::dependency_grid))
+        .routes(routes!(routes::backfills::list_backfills))
+        .routes(routes!(routes::backfills::get_backfill))
+        .routes(routes!(routes::backfills::cancel_backfill))
         .routes(routes!(routes::tasks::kill_task))
         .routes(routes!(routes::workers::list_workers))
         .routes(routes!(routes::workers::drain_worker))
@@ -152,7 +159,7 @@ pub fn router(state: AppState) -> Router {
     );
     Router::new()
         .merge(api)
-        .route("/", get(dashboard::index))
+        .merge(dashboard::routes())
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(routes::health::readyz))
         .route("/metrics", get(routes::health::metrics))
@@ -185,6 +192,7 @@ pub fn state(node: &Node, listener: &TcpListener) -> AppState {
         loopback,
         metrics_public: node.settings.metrics_public,
         metrics: chime_core::telemetry::metrics_handle(),
+        events: events::TaskEvents::new(node.store.clone(), node.broker.clone()),
     }
 }
 

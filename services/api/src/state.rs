@@ -22,4 +22,6 @@ pub struct AppState {
     pub metrics_public: bool,
     /// The process's Prometheus recorder.
     pub metrics: Option<PrometheusHandle>,
+    /// Live task changes for the dashboard.
+    pub events: crate::events::TaskEvents,
 }

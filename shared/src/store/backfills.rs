@@ -145,3 +145,104 @@ pub async fn create(
         data_times: ends,
     })
 }
+
+/// A backfill and how far it has come.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BackfillProgress {
+    /// Its id.
+    pub id: i64,
+    /// The job, `group.name`.
+    pub job: String,
+    /// The range's start.
+    #[schema(value_type = String, format = DateTime)]
+    pub from: Timestamp,
+    /// The range's end.
+    #[schema(value_type = String, format = DateTime)]
+    pub to: Timestamp,
+    /// How many run at once.
+    pub parallelism: i32,
+    /// Whether downstream jobs run too.
+    pub with_downstream: bool,
+    /// When it was made.
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    /// Its tasks (and their downstream tasks) by status.
+    pub tasks: std::collections::BTreeMap<String, i64>,
+    /// Whether every task has ended.
+    pub done: bool,
+}
+
+#[derive(sqlx::FromRow)]
+struct ProgressRow {
+    id: i64,
+    job: String,
+    from_time: jiff_sqlx::Timestamp,
+    to_time: jiff_sqlx::Timestamp,
+    parallelism: i32,
+    with_downstream: bool,
+    created_at: jiff_sqlx::Timestamp,
+    counts: Json<std::collections::BTreeMap<String, i64>>,
+}
+
+impl From<ProgressRow> for BackfillProgress {
+    fn from(r: ProgressRow) -> Self {
+        let counts = r.counts.0;
+        let done = ["waiting", "ready", "running", "retrying"]
+            .iter()
+            .all(|s| counts.get(*s).copied().unwrap_or(0) == 0);
+        Self {
+            id: r.id,
+            job: r.job,
+            from: r.from_time.to_jiff(),
+            to: r.to_time.to_jiff(),
+            parallelism: r.parallelism,
+            with_downstream: r.with_downstream,
+            created_at: r.created_at.to_jiff(),
+            tasks: counts,
+            done,
+        }
+    }
+}
+
+/// `SELECT` backfills `{where}` with their tasks counted by status (on the backfill index).
+macro_rules! select_progress {
+    ($where:literal) => {
+        concat!(
+            "SELECT b.id, j.group_name || '.' || j.name AS job, b.from_time, b.to_time,
+                    b.parallelism, b.with_downstream, b.created_at,
+                    coalesce((SELECT jsonb_object_agg(status, n) FROM (
+                        SELECT status, count(*) AS n FROM tasks
+                        WHERE backfill_id = b.id GROUP BY status) c), '{}') AS counts
+             FROM backfills b JOIN jobs j ON j.id = b.job_id ",
+            $where
+        )
+    };
+}
+
+/// The newest backfills first, at most `limit`.
+pub async fn list(store: &Store, limit: i64) -> Result<Vec<BackfillProgress>, StoreError> {
+    let rows: Vec<ProgressRow> = sqlx::query_as(select_progress!("ORDER BY b.id DESC LIMIT $1"))
+        .bind(limit.clamp(1, 1000))
+        .fetch_all(store.pool())
+        .await
+        .context("listing backfills")?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// One backfill.
+pub async fn get(store: &Store, id: i64) -> Result<BackfillProgress, StoreError> {
+    let row: Option<ProgressRow> = sqlx::query_as(select_progress!("WHERE b.id = $1"))
+        .bind(id)
+        .fetch_optional(store.pool())
+        .await
+        .context("reading the backfill")?;
+    row.map(Into::into)
+        .ok_or_else(|| StoreError::NotFound(format!("backfill {id}")))
+}
+
+/// Cancels a backfill: its tasks that have not ended are killed (running ones through their
+/// workers), as `chime task kill` would kill each. Returns how many were killed or signalled.
+pub async fn cancel(store: &Store, topology: &Topology, id: i64) -> Result<u64, StoreError> {
+    get(store, id).await?;
+    task_lifecycle::kill_backfill(store, topology, id).await
+}

@@ -99,6 +99,44 @@ pub struct JobView {
     pub paused: bool,
     /// Timeout of one attempt.
     pub timeout_ms: Option<i64>,
+    /// The data-time period its data times are truncated to (`minute`, `hour`, `day`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_time_period: Option<String>,
+    /// Retries after a rejection.
+    #[serde(default)]
+    pub reject_retries: i32,
+    /// Retries after a failure.
+    #[serde(default)]
+    pub failed_retries: i32,
+    /// The user its commands run as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execute_user: Option<String>,
+    /// The job's data (every task's data starts from it).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+    /// How many triggers it has (in lists and `get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triggers: Option<i64>,
+    /// The earliest next fire of its waiting triggers (in lists and `get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub next_fire_time: Option<jiff::Timestamp>,
+    /// Its task of the latest data time (in lists and `get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<LastRun>,
+}
+
+/// A job's task of its latest data time.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LastRun {
+    /// The task.
+    pub task_id: uuid::Uuid,
+    /// Its status.
+    pub status: String,
+    /// Its data time.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub data_time: Option<jiff::Timestamp>,
 }
 
 #[derive(FromRow)]
@@ -115,6 +153,21 @@ struct JobRow {
     requests_recovery: bool,
     paused: bool,
     timeout_ms: Option<i64>,
+    data_time_period: Option<String>,
+    reject_retries: i32,
+    failed_retries: i32,
+    execute_user: Option<String>,
+    data: Json<serde_json::Value>,
+    #[sqlx(default)]
+    trigger_count: Option<i64>,
+    #[sqlx(default)]
+    next_fire_time: Option<jiff_sqlx::Timestamp>,
+    #[sqlx(default)]
+    last_task_id: Option<uuid::Uuid>,
+    #[sqlx(default)]
+    last_task_status: Option<String>,
+    #[sqlx(default)]
+    last_data_time: Option<jiff_sqlx::Timestamp>,
 }
 
 impl From<JobRow> for JobView {
@@ -132,12 +185,56 @@ impl From<JobRow> for JobView {
             requests_recovery: r.requests_recovery,
             paused: r.paused,
             timeout_ms: r.timeout_ms,
+            data_time_period: r.data_time_period,
+            reject_retries: r.reject_retries,
+            failed_retries: r.failed_retries,
+            execute_user: r.execute_user,
+            data: r.data.0,
+            triggers: r.trigger_count,
+            next_fire_time: r.next_fire_time.map(|t| t.to_jiff()),
+            last_run: match (r.last_task_id, r.last_task_status) {
+                (Some(task_id), Some(status)) => Some(LastRun {
+                    task_id,
+                    status,
+                    data_time: r.last_data_time.map(|t| t.to_jiff()),
+                }),
+                _ => None,
+            },
         }
     }
 }
 
 const JOB_COLUMNS: &str = "id, group_name, name, description, kind, spec, worker_group, priority, \
-                           concurrent, requests_recovery, paused, timeout_ms";
+                           concurrent, requests_recovery, paused, timeout_ms, data_time_period, \
+                           reject_retries, failed_retries, execute_user, data";
+
+/// `SELECT` jobs `{where}` with their trigger count, next fire and last run: each extra read on
+/// an index (triggers by job; tasks by job and data time).
+macro_rules! select_jobs_with_schedule {
+    ($where:literal) => {
+        concat!(
+            "SELECT j.*, x.trigger_count, x.next_fire_time, l.id AS last_task_id,
+                    l.status AS last_task_status, l.data_time AS last_data_time
+             FROM (SELECT id, group_name, name, description, kind, spec, worker_group, priority,
+                          concurrent, requests_recovery, paused, timeout_ms, data_time_period,
+                          reject_retries, failed_retries, execute_user, data
+                   FROM jobs ",
+            $where,
+            ") j
+             LEFT JOIN LATERAL (
+                 SELECT count(*) AS trigger_count,
+                        min(next_fire_time) FILTER (WHERE state = 'waiting') AS next_fire_time
+                 FROM triggers WHERE job_id = j.id
+             ) x ON true
+             LEFT JOIN LATERAL (
+                 SELECT id, status, data_time FROM tasks
+                 WHERE job_id = j.id AND data_time IS NOT NULL
+                 ORDER BY data_time DESC, id DESC LIMIT 1
+             ) l ON true
+             ORDER BY j.group_name, j.name"
+        )
+    };
+}
 
 impl NewJob {
     fn validate(&self) -> Result<(), StoreError> {
@@ -307,9 +404,9 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
 
 /// A job by group and name.
 pub async fn get(store: &Store, group: &str, name: &str) -> Result<JobView, StoreError> {
-    let row: Option<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {JOB_COLUMNS} FROM jobs WHERE group_name = $1 AND name = $2"
-    )))
+    let row: Option<JobRow> = sqlx::query_as(select_jobs_with_schedule!(
+        "WHERE group_name = $1 AND name = $2"
+    ))
     .bind(group)
     .bind(name)
     .fetch_optional(store.pool())
@@ -321,12 +418,10 @@ pub async fn get(store: &Store, group: &str, name: &str) -> Result<JobView, Stor
 
 /// Every job, by group and name.
 pub async fn list(store: &Store) -> Result<Vec<JobView>, StoreError> {
-    let rows: Vec<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {JOB_COLUMNS} FROM jobs ORDER BY group_name, name"
-    )))
-    .fetch_all(store.pool())
-    .await
-    .context("listing jobs")?;
+    let rows: Vec<JobRow> = sqlx::query_as(select_jobs_with_schedule!(""))
+        .fetch_all(store.pool())
+        .await
+        .context("listing jobs")?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
 

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod backfills;
 pub mod calendars;
 pub mod dependencies;
+pub mod dependency_grid;
 pub mod gauges;
 pub mod jobs;
 pub mod kind_routes;

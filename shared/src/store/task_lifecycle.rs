@@ -1058,24 +1058,10 @@ pub enum KillOutcome {
     AlreadyEnded(TaskStatus),
 }
 
-/// Kills a task: `waiting | ready | retrying → killed` in the database alone (a `ready` task's
-/// message, if already published, is dropped by the worker because the attempt is no longer
-/// ready); a `running` task gets its kill request recorded and a kill command for its worker in
-/// the outbox, in the same statement.
-pub async fn kill(
-    store: &Store,
-    topology: &Topology,
-    task_id: Uuid,
-) -> Result<KillOutcome, StoreError> {
-    #[derive(sqlx::FromRow)]
-    struct Killed {
-        before: String,
-        after: String,
-    }
-    let row: Option<Killed> = sqlx::query_as(
+/// The part of [`kill_statement`] after the tasks are picked.
+macro_rules! kill_moves {
+    () => {
         r#"
-        WITH current AS (
-            SELECT id, status AS before, worker_id FROM tasks WHERE id = $1 FOR UPDATE
         ), moved AS (
             UPDATE tasks t SET
                 status = CASE WHEN c.before = 'running' THEN 'running' ELSE 'killed' END,
@@ -1105,10 +1091,45 @@ pub async fn kill(
                                       'attempt', attempt)
             FROM moved WHERE status = 'running' AND worker_id IS NOT NULL
         )
-        SELECT c.before, coalesce(m.status, c.before) AS after
-        FROM current c LEFT JOIN moved m ON m.id = c.id
-        "#,
-    )
+        "#
+    };
+}
+
+/// The kill transition of the tasks `$selection` picks (a `WHERE` clause on `tasks` with `$1`):
+/// `waiting | ready | retrying → killed`, a running one's kill requested and its worker told, in
+/// one statement. Written once here; [`kill`] picks one task, [`kill_backfill`] a backfill's.
+macro_rules! kill_statement {
+    ($selection:literal, $tail:literal) => {
+        concat!(
+            "WITH current AS (
+                SELECT id, status AS before, worker_id FROM tasks WHERE ",
+            $selection,
+            " FOR UPDATE",
+            kill_moves!(),
+            $tail
+        )
+    };
+}
+
+/// Kills a task: `waiting | ready | retrying → killed` in the database alone (a `ready` task's
+/// message, if already published, is dropped by the worker because the attempt is no longer
+/// ready); a `running` task gets its kill request recorded and a kill command for its worker in
+/// the outbox, in the same statement.
+pub async fn kill(
+    store: &Store,
+    topology: &Topology,
+    task_id: Uuid,
+) -> Result<KillOutcome, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Killed {
+        before: String,
+        after: String,
+    }
+    let row: Option<Killed> = sqlx::query_as(kill_statement!(
+        "id = $1",
+        " SELECT c.before, coalesce(m.status, c.before) AS after
+          FROM current c LEFT JOIN moved m ON m.id = c.id"
+    ))
     .bind(task_id)
     .bind(topology.events_exchange())
     .bind(topology.control_exchange())
@@ -1426,4 +1447,24 @@ async fn promote_backfill_in(
     let messages: Vec<TaskMessage> = promoted.iter().map(|p| p.message(p.attempt)).collect();
     enqueue_task_messages(&mut *tx, topology, &messages).await?;
     Ok(promoted.len())
+}
+
+/// Kills every task of backfill `backfill_id` that has not ended (see [`kill`]); returns how many
+/// were killed or signalled.
+pub async fn kill_backfill(
+    store: &Store,
+    topology: &Topology,
+    backfill_id: i64,
+) -> Result<u64, StoreError> {
+    let moved: i64 = sqlx::query_scalar(kill_statement!(
+        "backfill_id = $1 AND status IN ('waiting', 'ready', 'retrying', 'running')",
+        " SELECT count(*) FROM moved"
+    ))
+    .bind(backfill_id)
+    .bind(topology.events_exchange())
+    .bind(topology.control_exchange())
+    .fetch_one(store.pool())
+    .await
+    .context("cancelling the backfill")?;
+    Ok(moved.unsigned_abs())
 }

@@ -365,3 +365,50 @@ pub async fn status_and_attempt(
             .context("reading the task's status")?;
     Ok(row.and_then(|(status, attempt)| Some((status.parse().ok()?, attempt))))
 }
+
+/// The summaries of these tasks (for live updates), in no particular order.
+pub async fn summaries(store: &Store, ids: &[Uuid]) -> Result<Vec<TaskSummary>, StoreError> {
+    let rows: Vec<SummaryRow> = sqlx::query_as(select_summaries!("WHERE t.id = ANY($1)"))
+        .bind(ids)
+        .fetch_all(store.pool())
+        .await
+        .context("reading task summaries")?;
+    rows.into_iter().map(SummaryRow::into_summary).collect()
+}
+
+/// Every task not yet ended, with its status: the set whose changes a live view follows. Read
+/// from the index of live statuses alone (no table row is visited for a settled table).
+pub async fn live_statuses(store: &Store) -> Result<Vec<(Uuid, String)>, StoreError> {
+    sqlx::query_as(
+        "SELECT id, status FROM tasks
+         WHERE status IN ('waiting', 'ready', 'running', 'retrying')",
+    )
+    .fetch_all(store.pool())
+    .await
+    .context("reading live tasks")
+}
+
+/// Tasks created after `after` (by id, the creation order), oldest first, at most `limit`; all
+/// tasks when `after` is None.
+pub async fn created_after(
+    store: &Store,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<(Uuid, String)>, StoreError> {
+    sqlx::query_as(
+        "SELECT id, status FROM tasks WHERE $1::uuid IS NULL OR id > $1 ORDER BY id LIMIT $2",
+    )
+    .bind(after)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await
+    .context("reading new tasks")
+}
+
+/// The newest task's id.
+pub async fn newest_id(store: &Store) -> Result<Option<Uuid>, StoreError> {
+    sqlx::query_scalar("SELECT id FROM tasks ORDER BY id DESC LIMIT 1")
+        .fetch_optional(store.pool())
+        .await
+        .context("reading the newest task id")
+}

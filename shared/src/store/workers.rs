@@ -70,6 +70,9 @@ pub struct WorkerView {
     /// Its last heartbeat.
     #[schema(value_type = String, format = DateTime)]
     pub last_heartbeat: jiff::Timestamp,
+    /// Tasks it runs now.
+    #[serde(default)]
+    pub running: i64,
 }
 
 /// What a worker registers about itself.
@@ -286,6 +289,7 @@ struct WorkerRow {
     status: String,
     started_at: jiff_sqlx::Timestamp,
     last_heartbeat: jiff_sqlx::Timestamp,
+    running: i64,
 }
 
 /// Workers seen in the last day, live ones first. A live worker whose heartbeat is older than
@@ -297,8 +301,10 @@ pub async fn list(store: &Store) -> Result<Vec<WorkerView>, StoreError> {
                CASE WHEN status IN ('online', 'draining')
                          AND last_heartbeat < now() - make_interval(secs => $1 / 1000.0)
                     THEN 'disconnected' ELSE status END AS status,
-               started_at, last_heartbeat
-        FROM workers
+               started_at, last_heartbeat,
+               (SELECT count(*) FROM tasks t WHERE t.worker_id = w.id AND t.status = 'running')
+                   AS running
+        FROM workers w
         WHERE status <> 'offline' OR stopped_at > now() - interval '1 day'
         ORDER BY status = 'offline', started_at DESC
         "#,
@@ -320,6 +326,7 @@ pub async fn list(store: &Store) -> Result<Vec<WorkerView>, StoreError> {
             status: r.status,
             started_at: r.started_at.to_jiff(),
             last_heartbeat: r.last_heartbeat.to_jiff(),
+            running: r.running,
         })
         .collect())
 }

@@ -3,6 +3,7 @@
 
 mod adhoc;
 mod bad_input;
+mod dashboard;
 mod dependencies;
 mod faults;
 mod firing;

@@ -1,9 +1,11 @@
 //! The API's routes, one module per resource.
 
 pub mod access;
+pub mod backfills;
 pub mod health;
 pub mod jobs;
 pub mod logs;
+pub mod overview;
 pub mod retention;
 pub mod schedule;
 pub mod tasks;

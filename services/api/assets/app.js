@@ -1,0 +1,754 @@
+// chime's dashboard: one script, no build step. Each page has its own URL and is drawn from the
+// REST API; pages follow /api/v1/events (task changes, once a second) instead of re-reading
+// lists. Everything shown is put in the page as text (never as HTML), so nothing a task or a
+// user wrote can run here.
+"use strict";
+
+const LIVE = ["waiting", "ready", "running", "retrying"];
+const STATUSES = [...LIVE, "succeeded", "failed", "killed"];
+
+// ---- DOM helpers -----------------------------------------------------------------------------
+
+/** An element: attributes (on* are listeners), then children (strings become text). */
+function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(node, children);
+  return node;
+}
+function append(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+const $ = (id) => document.getElementById(id);
+const link = (href, ...text) => h("a", { href }, ...text);
+const status = (s) => h("span", { class: `status ${s}` }, s);
+const section = (title, ...children) => h("section", {}, h("h2", {}, ...[title].flat()), ...children);
+function table(headers, rows, attrs = {}) {
+  return h("table", attrs, h("thead", {}, h("tr", {}, headers.map((x) => h("th", {}, x)))),
+    h("tbody", {}, rows));
+}
+const shortId = (id) => String(id).slice(0, 8) + "…" + String(id).slice(-4);
+const jobName = (job) => job ? `${job.group}.${job.name}` : "";
+const jobLink = (job) => job ? link(`/jobs/${encodeURIComponent(job.group)}/${encodeURIComponent(job.name)}`, jobName(job)) : h("span", { class: "muted" }, "ad hoc");
+const taskLink = (id) => link(`/tasks/${id}`, h("span", { class: "mono" }, shortId(id)));
+
+// ---- time ------------------------------------------------------------------------------------
+
+/** A time in the browser's zone (the UTC time in the tooltip). */
+function when(t) {
+  if (!t) return h("span", { class: "muted" }, "–");
+  const d = new Date(t);
+  return h("span", { title: d.toISOString() }, inZone(d, undefined));
+}
+/** `YYYY-MM-DD HH:MM:SS` of `d` in `zone` (the browser's zone when undefined). */
+function inZone(d, zone) {
+  try {
+    return new Intl.DateTimeFormat("sv-SE", {
+      timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false,
+    }).format(d);
+  } catch (_) {
+    return d.toISOString();
+  }
+}
+function ago(t) {
+  if (!t) return "–";
+  const s = Math.round((Date.now() - new Date(t).getTime()) / 1000);
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  return `${Math.round(s / 3600)}h ago`;
+}
+/** A trigger's zone: its schedule's time_zone, UTC for the kinds that have none. */
+const zoneOf = (schedule) => (schedule && schedule.time_zone) || "UTC";
+function describeSchedule(s) {
+  if (!s) return "";
+  switch (s.kind) {
+    case "cron": return `cron ${s.cron}`;
+    case "simple": return `every ${s.interval_ms} ms` + (s.repeat_count >= 0 ? `, ${s.repeat_count + 1} times` : "");
+    case "calendar_interval": return `every ${s.interval} ${s.unit}`;
+    case "daily_time_interval": return `every ${s.interval} ${s.unit} from ${s.start_time_of_day || "00:00"} to ${s.end_time_of_day || "23:59:59"}`;
+    default: return JSON.stringify(s);
+  }
+}
+
+// ---- API -------------------------------------------------------------------------------------
+
+// The token lives in this tab's session storage and goes in an Authorization header: never in a
+// cookie, so another site cannot make the browser send it.
+const token = () => sessionStorage.getItem("chime-token") || "";
+const headers = (extra = {}) => token() ? { ...extra, authorization: "Bearer " + token() } : extra;
+
+class ApiError extends Error {}
+async function api(path, options = {}) {
+  const response = await fetch(path, { ...options, headers: headers(options.headers) });
+  if (response.status === 401) {
+    $("signin-state").textContent = "sign in with an API token";
+    throw new ApiError("sign in with an API token (top right)");
+  }
+  const text = await response.text();
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch (_) { body = text; }
+  if (!response.ok) throw new ApiError((body && body.error) || response.statusText);
+  return body;
+}
+const post = (path, body = {}) => api(path, {
+  method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
+});
+
+/** Reads a server-sent event stream from `path` (with the token), calling `onEvent(name, data)`. */
+async function readEvents(path, onEvent, signal) {
+  const response = await fetch(path, { headers: headers(), signal });
+  if (!response.ok || !response.body) throw new ApiError(`events: HTTP ${response.status}`);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let pending = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    pending += value;
+    let end;
+    while ((end = pending.indexOf("\n\n")) >= 0) {
+      const block = pending.slice(0, end);
+      pending = pending.slice(end + 2);
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) {
+        let parsed = data.join("\n");
+        try { parsed = JSON.parse(parsed); } catch (_) { /* text */ }
+        onEvent(name, parsed);
+      }
+    }
+  }
+}
+
+// ---- live updates: one stream for the whole app ----------------------------------------------
+
+let page = null; // the current page's handlers: { onTasks(changes), onTick(), dispose() }
+let liveAbort = null;
+let handling = Promise.resolve();
+/** Runs `work` after every event handler before it (and before any after it). */
+function serially(work) {
+  handling = handling.then(work).catch(() => {});
+  return handling;
+}
+async function followEvents() {
+  if (liveAbort) liveAbort.abort();
+  const abort = new AbortController();
+  liveAbort = abort;
+  while (!abort.signal.aborted) {
+    try {
+      $("live").textContent = "live";
+      $("live").className = "on";
+      await readEvents("/api/v1/events", (name, data) => {
+        // One event at a time, in order: a handler that reads the API finishes before the next
+        // change is applied, so an older read never overwrites a newer change.
+        serially(async () => {
+          if (!page) return;
+          if (name === "tasks" && page.onTasks) await page.onTasks(data.changes || []);
+          else if (name === "tick" && page.onTick) await page.onTick();
+          else if (name === "resync") await render();
+        });
+      }, abort.signal);
+    } catch (e) {
+      if (abort.signal.aborted) return;
+    }
+    $("live").textContent = "reconnecting…";
+    $("live").className = "";
+    await new Promise((r) => setTimeout(r, 3000));
+  }
+}
+
+// ---- pages -----------------------------------------------------------------------------------
+
+const routes = [
+  [/^\/$/, overviewPage],
+  [/^\/jobs$/, jobsPage],
+  [/^\/jobs\/([^/]+)\/([^/]+)$/, jobPage],
+  [/^\/triggers$/, triggersPage],
+  [/^\/calendars$/, calendarsPage],
+  [/^\/tasks$/, tasksPage],
+  [/^\/tasks\/([^/]+)$/, taskPage],
+  [/^\/dependencies$/, dependenciesPage],
+  [/^\/backfills$/, backfillsPage],
+  [/^\/workers$/, workersPage],
+  [/^\/schedulers$/, schedulersPage],
+];
+
+async function render() {
+  if (page && page.dispose) page.dispose();
+  page = null;
+  const path = location.pathname;
+  for (const a of document.querySelectorAll("nav a")) {
+    const href = a.getAttribute("href");
+    a.classList.toggle("active", href === "/" ? path === "/" : path.startsWith(href));
+  }
+  const main = $("main");
+  const route = routes.find(([pattern]) => pattern.test(path));
+  if (!route) { main.replaceChildren(section("Not found", h("p", {}, "No such page."))); return; }
+  const params = path.match(route[0]).slice(1).map(decodeURIComponent);
+  main.replaceChildren(h("p", { class: "muted" }, "loading…"));
+  try {
+    const handlers = await route[1](main, ...params);
+    page = handlers || {};
+  } catch (e) {
+    main.replaceChildren(section("Error", h("p", { class: "error" }, e.message)));
+  }
+}
+function go(href) { history.pushState(null, "", href); render(); }
+document.addEventListener("click", (e) => {
+  const a = e.target.closest("a[href]");
+  if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
+  const href = a.getAttribute("href");
+  if (!href.startsWith("/") || href.startsWith("/api/")) return;
+  e.preventDefault();
+  go(href);
+});
+window.addEventListener("popstate", render);
+// Streams die with the page: a browser allows six connections to a host, and a page kept in the
+// back-forward cache would otherwise hold its streams open.
+window.addEventListener("pagehide", () => {
+  if (liveAbort) liveAbort.abort();
+  if (page && page.dispose) page.dispose();
+});
+window.addEventListener("pageshow", (e) => { if (e.persisted) { followEvents(); render(); } });
+
+/** A button that runs `action`, shows its error beside it, then calls `after`. */
+function actionButton(label, action, after, cls = "") {
+  const error = h("span", { class: "error" });
+  const button = h("button", {
+    class: cls, onclick: async (e) => {
+      e.preventDefault();
+      button.disabled = true;
+      error.textContent = "";
+      try { await action(); if (after) await after(); } catch (err) { error.textContent = err.message; }
+      button.disabled = false;
+    },
+  }, label);
+  return h("span", {}, button, " ", error);
+}
+
+// Overview -------------------------------------------------------------------------------------
+
+async function overviewPage(main) {
+  let data = await api("/api/v1/overview");
+  const triggers = await api("/api/v1/triggers").catch(() => []);
+  const counts = {};
+  const draw = () => {
+    const cards = STATUSES.map((s) => h("a", { class: "card", href: `/tasks?status=${s}` },
+      h("b", { class: s, "data-count": s }, String(counts[s] || 0)), s));
+    const groups = table(["worker group", ...LIVE, "workers online", "queue depth", "consumers"],
+      data.groups.map((g) => h("tr", {},
+        h("td", {}, link(`/tasks?worker_group=${encodeURIComponent(g.worker_group)}`, g.worker_group)),
+        LIVE.map((s) => h("td", {}, String(g.live[s] || 0))),
+        h("td", {}, String(g.workers_online)),
+        h("td", {}, g.queue_depth ?? "?"), h("td", {}, g.consumers ?? "?"))));
+    const next = triggers.filter((t) => t.next_fire_time && t.state === "waiting")
+      .sort((a, b) => a.next_fire_time.localeCompare(b.next_fire_time)).slice(0, 8);
+    main.replaceChildren(
+      section("Tasks", h("div", { class: "cards" }, cards)),
+      section("System", h("dl", {},
+        h("dt", {}, "schedulers alive"), h("dd", {}, link("/schedulers", String(data.schedulers_alive))),
+        h("dt", {}, "broker"), h("dd", {}, data.broker_connected ? "connected" : h("span", { class: "error" }, "disconnected")),
+        h("dt", {}, "outbox backlog"), h("dd", {}, `${data.outbox_backlog} row(s)` + (data.outbox_backlog ? `, oldest ${data.outbox_oldest_seconds.toFixed(1)} s` : "")))),
+      section("Worker groups", groups),
+      section("Next fires", next.length ? table(["trigger", "job", "next fire (trigger's zone)"], next.map((t) => h("tr", {},
+        h("td", {}, `${t.group}.${t.name}`), h("td", {}, jobLink({ group: t.job_group, name: t.job })),
+        h("td", {}, `${inZone(new Date(t.next_fire_time), zoneOf(t.schedule))} ${zoneOf(t.schedule)}`))))
+        : h("p", { class: "muted" }, "No trigger is waiting to fire.")),
+      section("Recent failures", data.recent_failures.length ? taskTable(data.recent_failures) : h("p", { class: "muted" }, "None.")));
+  };
+  Object.assign(counts, data.counts);
+  draw();
+  let ticks = 0;
+  return {
+    onTasks(changes) {
+      for (const { from, task, new: created } of changes) {
+        // A task that was neither new nor live at the last look was rerun from an end we do
+        // not know: the periodic refresh corrects the counts.
+        if (!from && !created) continue;
+        if (from) counts[from] = Math.max(0, (counts[from] || 0) - 1);
+        counts[task.status] = (counts[task.status] || 0) + 1;
+      }
+      for (const s of STATUSES) {
+        const node = main.querySelector(`[data-count="${s}"]`);
+        if (node) node.textContent = String(counts[s] || 0);
+      }
+    },
+    async onTick() {
+      if (++ticks % 3) return;
+      data = await api("/api/v1/overview");
+      Object.keys(counts).forEach((k) => delete counts[k]);
+      Object.assign(counts, data.counts);
+      draw();
+    },
+  };
+}
+
+// Tasks ----------------------------------------------------------------------------------------
+
+const TASK_HEADERS = ["id", "status", "job", "kind", "worker group", "attempt", "data time", "created", "finished", "reason"];
+function taskRow(t) {
+  return h("tr", { "data-task": t.id },
+    h("td", {}, taskLink(t.id)), h("td", {}, status(t.status)), h("td", {}, jobLink(t.job)),
+    h("td", {}, t.kind), h("td", {}, t.group), h("td", {}, String(t.attempt)),
+    h("td", {}, when(t.data_time)), h("td", {}, when(t.created_at)), h("td", {}, when(t.finished_at)),
+    h("td", {}, t.reason || ""));
+}
+const taskTable = (tasks) => table(TASK_HEADERS, tasks.map(taskRow));
+
+/** Whether a task summary passes the list's filters (what the API would return). */
+function matches(t, f) {
+  if (f.status && t.status !== f.status) return false;
+  if (f.job) {
+    const [g, n] = f.job.includes(".") ? [f.job.slice(0, f.job.indexOf(".")), f.job.slice(f.job.indexOf(".") + 1)] : ["default", f.job];
+    if (!t.job || t.job.group !== g || t.job.name !== n) return false;
+  }
+  if (f.worker_group && t.group !== f.worker_group) return false;
+  if (f.kind && t.kind !== f.kind) return false;
+  if (f.data_time_from && (!t.data_time || t.data_time < new Date(f.data_time_from).toISOString())) return false;
+  if (f.data_time_to && (!t.data_time || t.data_time >= new Date(f.data_time_to).toISOString())) return false;
+  if (f.q) {
+    const q = f.q.toLowerCase();
+    const hay = [t.kind, t.reason, t.submit_user, t.job && t.job.name].map((x) => (x || "").toLowerCase());
+    if (!t.id.startsWith(q) && !hay.some((x) => x.includes(q))) return false;
+  }
+  return true;
+}
+
+const FILTERS = ["status", "job", "worker_group", "kind", "data_time_from", "data_time_to", "q"];
+async function tasksPage(main) {
+  const search = new URLSearchParams(location.search);
+  const filter = Object.fromEntries(FILTERS.map((k) => [k, search.get(k) || ""]));
+  const before = search.get("before") || "";
+  const query = new URLSearchParams({ limit: "50" });
+  for (const [k, v] of Object.entries(filter)) {
+    if (!v) continue;
+    query.set(k, k.startsWith("data_time") ? new Date(v).toISOString() : v);
+  }
+  if (before) query.set("before", before);
+  const tasks = await api(`/api/v1/tasks?${query}`);
+  const field = (name, placeholder, size = 12, type = "text") =>
+    h("input", { name, placeholder, size, type, value: filter[name], title: placeholder });
+  const form = h("form", {
+    onsubmit: (e) => {
+      e.preventDefault();
+      const next = new URLSearchParams();
+      for (const [k, v] of new FormData(form)) if (v) next.set(k, v);
+      go(`/tasks${next.toString() ? "?" + next : ""}`);
+    },
+  },
+  h("select", { name: "status" }, h("option", { value: "" }, "any status"),
+    STATUSES.map((s) => h("option", { value: s, selected: filter.status === s }, s))),
+  field("job", "job (group.name)", 16), field("worker_group", "worker group"), field("kind", "kind", 8),
+  h("label", { class: "muted" }, "data time ", field("data_time_from", "from", 0, "datetime-local"), " – ",
+    field("data_time_to", "to", 0, "datetime-local")),
+  field("q", "text or id", 14), h("button", {}, "Filter"), link("/tasks", "clear"));
+  const body = h("tbody", {}, tasks.map(taskRow));
+  const rows = h("table", {}, h("thead", {}, h("tr", {}, TASK_HEADERS.map((x) => h("th", {}, x)))), body);
+  const pager = h("p", {},
+    before ? link(`/tasks?${new URLSearchParams(Object.entries(filter).filter(([, v]) => v))}`, "⇤ newest") : "",
+    " ",
+    tasks.length === 50 ? link(`/tasks?${new URLSearchParams([...Object.entries(filter).filter(([, v]) => v), ["before", tasks[tasks.length - 1].id]])}`, "older →") : "");
+  main.replaceChildren(
+    section("Tasks", form, rows, pager),
+    submitSection());
+  return {
+    onTasks(changes) {
+      for (const { task } of changes) {
+        const row = body.querySelector(`tr[data-task="${CSS.escape(task.id)}"]`);
+        if (row) {
+          if (matches(task, filter)) { const fresh = taskRow(task); fresh.className = "flash"; row.replaceWith(fresh); }
+          else row.remove();
+        } else if (!before && matches(task, filter) && task.id > (body.firstElementChild?.dataset.task || "")) {
+          const fresh = taskRow(task);
+          fresh.className = "flash";
+          body.prepend(fresh);
+          while (body.children.length > 50) body.lastElementChild.remove();
+        }
+      }
+    },
+  };
+}
+
+function submitSection() {
+  const error = h("span", { class: "error" });
+  const form = h("form", {
+    onsubmit: async (e) => {
+      e.preventDefault();
+      const f = new FormData(form);
+      const body = { kind: f.get("kind"), spec: f.get("kind") === "shell" ? { script: f.get("command") } : {} };
+      if (f.get("group")) body.group = f.get("group");
+      try { const task = await post("/api/v1/tasks", body); go(`/tasks/${task.id}`); } catch (err) { error.textContent = err.message; }
+    },
+  },
+  h("select", { name: "kind" }, h("option", {}, "shell"), h("option", {}, "noop")),
+  h("input", { name: "group", placeholder: "worker group (default)", size: 16 }),
+  h("input", { name: "command", placeholder: "script, run with sh -c", size: 40 }),
+  h("button", {}, "Submit"), error);
+  return section("Submit an ad-hoc task", form);
+}
+
+async function taskPage(main, id) {
+  let follow = null;
+  let task;
+  const output = new Map(); // attempt → <pre>
+  const draw = async () => {
+    task = await api(`/api/v1/tasks/${encodeURIComponent(id)}`);
+    const t = task;
+    const live = LIVE.includes(t.status);
+    const actions = h("div", { class: "row-actions" },
+      live ? actionButton("Kill", () => post(`/api/v1/tasks/${t.id}/kill`), draw, "danger") : "",
+      !live ? actionButton("Rerun", () => post(`/api/v1/tasks/${t.id}/rerun`), draw) : "");
+    const facts = h("dl", {},
+      h("dt", {}, "job"), h("dd", {}, jobLink(t.job)),
+      h("dt", {}, "kind"), h("dd", {}, t.kind),
+      h("dt", {}, "worker group"), h("dd", {}, t.group),
+      h("dt", {}, "attempt"), h("dd", {}, String(t.attempt)),
+      h("dt", {}, "priority"), h("dd", {}, String(t.priority)),
+      h("dt", {}, "data time"), h("dd", {}, when(t.data_time)),
+      h("dt", {}, "created"), h("dd", {}, when(t.created_at)),
+      h("dt", {}, "started"), h("dd", {}, when(t.started_at)),
+      h("dt", {}, "finished"), h("dd", {}, when(t.finished_at)),
+      t.next_attempt_at ? [h("dt", {}, "next try"), h("dd", {}, when(t.next_attempt_at))] : "",
+      t.reason ? [h("dt", {}, "reason"), h("dd", {}, t.reason)] : "",
+      t.backfill_id ? [h("dt", {}, "backfill"), h("dd", {}, link("/backfills", `#${t.backfill_id}`))] : "");
+    const waiting = t.waiting_on && t.waiting_on.length ? section("Why it waits", table(["upstream", "data time", "state"],
+      t.waiting_on.map((w) => h("tr", {}, h("td", {}, w.upstream), h("td", {}, when(w.data_time)), h("td", {}, w.state))))) : "";
+    output.clear();
+    const attempts = t.attempts.slice().reverse().map((a) => {
+      const pre = h("pre", { class: "mono output", "data-attempt": a.attempt }, a.output || "");
+      output.set(a.attempt, pre);
+      return h("div", {},
+        h("h3", { style: "font-size:13px;margin:10px 0 2px" }, `Attempt ${a.attempt} `, status(a.outcome || "running"),
+          h("span", { class: "muted" }, ` on ${a.worker || "?"}, `, when(a.started_at), " → ", when(a.finished_at),
+            a.exit_code !== null && a.exit_code !== undefined ? `, exit code ${a.exit_code}` : "")),
+        a.error ? h("div", { class: "error" }, a.error) : "",
+        pre);
+    });
+    main.replaceChildren(
+      section([h("span", {}, "Task "), h("span", { class: "mono" }, t.id), status(t.status)], actions, facts),
+      waiting,
+      section("Attempts", attempts.length ? attempts : h("p", { class: "muted" }, "Not started yet.")),
+      section("Spec", h("pre", { class: "mono" }, JSON.stringify(t.spec, null, 2))),
+      section("Data", h("pre", { class: "mono" }, JSON.stringify(t.data, null, 2))));
+    // A running attempt's output streams in as the worker writes it.
+    if (follow) { follow.abort(); follow = null; }
+    const running = t.attempts.find((a) => !a.outcome);
+    if (running) {
+      follow = new AbortController();
+      const pre = output.get(running.attempt);
+      readEvents(`/api/v1/tasks/${t.id}/logs?follow=true&attempt=${running.attempt}`, (name, data) => {
+        if (name === "output" && pre && data.attempt === running.attempt) pre.textContent += data.text;
+        if (name === "attempt" && pre) pre.textContent = "";
+      }, follow.signal).catch(() => {});
+    }
+  };
+  await draw();
+  return {
+    onTasks(changes) {
+      const mine = changes.find((c) => c.task.id === id);
+      if (mine && (mine.task.status !== task.status || mine.task.attempt !== task.attempt)) draw();
+    },
+    dispose() { if (follow) follow.abort(); },
+  };
+}
+
+// Jobs -----------------------------------------------------------------------------------------
+
+async function jobsPage(main) {
+  const [jobs, triggers] = await Promise.all([api("/api/v1/jobs"), api("/api/v1/triggers")]);
+  const zones = {};
+  for (const t of triggers) {
+    const key = `${t.job_group}.${t.job}`;
+    if (t.state === "waiting" && t.next_fire_time && (!zones[key] || t.next_fire_time < zones[key].at)) {
+      zones[key] = { at: t.next_fire_time, zone: zoneOf(t.schedule) };
+    }
+  }
+  const row = (j) => {
+    const next = zones[`${j.group}.${j.name}`];
+    return h("tr", { "data-job": `${j.group}.${j.name}` },
+      h("td", {}, jobLink(j)), h("td", {}, j.kind), h("td", {}, j.worker_group),
+      h("td", {}, String(j.triggers ?? 0)),
+      h("td", {}, next ? `${inZone(new Date(next.at), next.zone)} ${next.zone}` : h("span", { class: "muted" }, "–")),
+      h("td", { class: "last-run" }, j.last_run ? [status(j.last_run.status), " ", taskLink(j.last_run.task_id)] : h("span", { class: "muted" }, "never")),
+      h("td", {}, j.paused ? h("span", { class: "wait" }, "paused") : ""));
+  };
+  const body = h("tbody", {}, jobs.map(row));
+  main.replaceChildren(section("Jobs",
+    jobs.length ? h("table", {}, h("thead", {}, h("tr", {}, ["job", "kind", "worker group", "triggers", "next fire (trigger's zone)", "last run", ""].map((x) => h("th", {}, x)))), body)
+      : h("p", { class: "muted" }, "No jobs yet: chime job create NAME --kind shell -- CMD")));
+  return {
+    onTasks(changes) {
+      for (const { task } of changes) {
+        if (!task.job) continue;
+        const cell = body.querySelector(`tr[data-job="${CSS.escape(jobName(task.job))}"] td.last-run`);
+        if (cell) cell.replaceChildren(status(task.status), " ", taskLink(task.id));
+      }
+    },
+  };
+}
+
+async function jobPage(main, group, name) {
+  const path = `/api/v1/jobs/${encodeURIComponent(group)}/${encodeURIComponent(name)}`;
+  const full = `${group}.${name}`;
+  const [job, allTriggers, deps] = await Promise.all([api(path), api("/api/v1/triggers"), api(`${path}/dependencies`)]);
+  const triggers = await Promise.all(allTriggers.filter((t) => t.job_group === group && t.job === name)
+    .map((t) => api(`/api/v1/triggers/${encodeURIComponent(t.group)}/${encodeURIComponent(t.name)}`)));
+  const runs = await api(`/api/v1/tasks?job=${encodeURIComponent(full)}&limit=20`);
+  const reload = () => render();
+  const settings = h("dl", {},
+    h("dt", {}, "kind"), h("dd", {}, job.kind),
+    h("dt", {}, "worker group"), h("dd", {}, job.worker_group),
+    h("dt", {}, "description"), h("dd", {}, job.description || "–"),
+    h("dt", {}, "priority"), h("dd", {}, String(job.priority)),
+    h("dt", {}, "concurrent"), h("dd", {}, job.concurrent ? "yes" : "no (one task at a time)"),
+    h("dt", {}, "retries"), h("dd", {}, `${job.failed_retries} after failure, ${job.reject_retries} after rejection`),
+    h("dt", {}, "timeout"), h("dd", {}, job.timeout_ms ? `${job.timeout_ms} ms` : "none"),
+    h("dt", {}, "data-time period"), h("dd", {}, job.data_time_period || "none"),
+    h("dt", {}, "execute user"), h("dd", {}, job.execute_user || "the worker's default"),
+    h("dt", {}, "state"), h("dd", {}, job.paused ? "paused" : "active"),
+    h("dt", {}, "spec"), h("dd", {}, h("pre", { class: "mono" }, JSON.stringify(job.spec, null, 2))));
+  const actions = h("div", { class: "row-actions" },
+    job.paused ? actionButton("Resume", () => post(`${path}/resume`), reload)
+      : actionButton("Pause", () => post(`${path}/pause`), reload, "secondary"),
+    actionButton("Run now", async () => { const r = await post(`${path}/run`, {}); go(`/tasks/${r.task_id}`); }));
+  const triggerRows = triggers.map((t) => {
+    const zone = zoneOf(t.schedule);
+    return h("tr", { "data-trigger": `${t.group}.${t.name}` },
+      h("td", {}, `${t.group}.${t.name}`), h("td", {}, describeSchedule(t.schedule)),
+      h("td", {}, zone), h("td", {}, t.state),
+      h("td", { class: "next-fires" }, (t.next_fires || []).length
+        ? h("ol", { style: "margin:0;padding-left:18px" }, t.next_fires.map((f) => h("li", { class: "mono" }, `${inZone(new Date(f), zone)} ${zone}`)))
+        : h("span", { class: "muted" }, "none")));
+  });
+  const depRow = (d, other) => h("tr", {}, h("td", {}, link(`/jobs/${other.split(".").map(encodeURIComponent).join("/")}`, other)),
+    h("td", {}, d.window), h("td", {}, d.on_upstream_failure));
+  const runsBody = h("tbody", {}, runs.map(taskRow));
+  main.replaceChildren(
+    section([h("span", {}, "Job "), h("span", { class: "mono" }, full)], actions, settings),
+    section("Triggers (next 10 fire times, in the trigger's zone)", triggers.length
+      ? table(["trigger", "schedule", "zone", "state", "next fires"], triggerRows) : h("p", { class: "muted" }, "No triggers: it runs when run by hand or by its upstreams.")),
+    section("Depends on", deps.upstreams.length ? table(["upstream", "window", "on failure"], deps.upstreams.map((d) => depRow(d, d.upstream))) : h("p", { class: "muted" }, "Nothing.")),
+    section("Needed by", deps.downstreams.length ? table(["downstream", "window", "on failure"], deps.downstreams.map((d) => depRow(d, d.job))) : h("p", { class: "muted" }, "Nothing.")),
+    section([h("span", {}, "Recent runs"), link(`/tasks?job=${encodeURIComponent(full)}`, "all")],
+      h("table", {}, h("thead", {}, h("tr", {}, TASK_HEADERS.map((x) => h("th", {}, x)))), runsBody)));
+  return {
+    onTasks(changes) {
+      for (const { task } of changes) {
+        if (jobName(task.job) !== full) continue;
+        const row = runsBody.querySelector(`tr[data-task="${CSS.escape(task.id)}"]`);
+        const fresh = taskRow(task);
+        fresh.className = "flash";
+        if (row) row.replaceWith(fresh); else runsBody.prepend(fresh);
+      }
+    },
+  };
+}
+
+async function triggersPage(main) {
+  const triggers = await api("/api/v1/triggers");
+  const rows = triggers.map((t) => {
+    const zone = zoneOf(t.schedule);
+    const base = `/api/v1/triggers/${encodeURIComponent(t.group)}/${encodeURIComponent(t.name)}`;
+    return h("tr", {},
+      h("td", {}, `${t.group}.${t.name}`), h("td", {}, jobLink({ group: t.job_group, name: t.job })),
+      h("td", {}, describeSchedule(t.schedule)), h("td", {}, zone), h("td", {}, t.calendar || "–"),
+      h("td", {}, t.misfire_policy), h("td", {}, t.state),
+      h("td", {}, t.next_fire_time ? `${inZone(new Date(t.next_fire_time), zone)} ${zone}` : "–"),
+      h("td", {}, when(t.prev_fire_time)), h("td", {}, String(t.times_triggered)),
+      h("td", {}, t.state === "paused" ? actionButton("Resume", () => post(`${base}/resume`), render)
+        : actionButton("Pause", () => post(`${base}/pause`), render, "secondary")));
+  });
+  main.replaceChildren(section("Triggers", triggers.length
+    ? table(["trigger", "job", "schedule", "zone", "calendar", "misfire", "state", "next fire", "last fire", "fired", ""], rows)
+    : h("p", { class: "muted" }, "No triggers yet: chime trigger create NAME --job JOB --cron '0 * * * * ?'")));
+  return { onTick: () => {} };
+}
+
+async function calendarsPage(main) {
+  const calendars = await api("/api/v1/calendars");
+  main.replaceChildren(section("Calendars", calendars.length
+    ? table(["name", "description", "definition"], calendars.map((c) => h("tr", {},
+      h("td", {}, c.name), h("td", {}, c.description || ""),
+      h("td", {}, h("pre", { class: "mono" }, JSON.stringify(c.calendar ?? c.definition ?? c, null, 2))))))
+    : h("p", { class: "muted" }, "No calendars.")));
+}
+
+// Dependencies: the graph and the grid -------------------------------------------------------------
+
+async function dependenciesPage(main) {
+  let grid = await api("/api/v1/dependencies/grid?columns=14");
+  let selected = null;
+  const detail = h("div");
+  const draw = () => {
+    const levels = {};
+    const level = (job, seen = new Set()) => {
+      if (levels[job] !== undefined) return levels[job];
+      if (seen.has(job)) return 0;
+      seen.add(job);
+      const ups = grid.edges.filter((e) => e.job === job).map((e) => level(e.upstream, seen));
+      return (levels[job] = ups.length ? Math.max(...ups) + 1 : 0);
+    };
+    grid.jobs.forEach((j) => level(j.job));
+    const columns = {};
+    grid.jobs.forEach((j) => (columns[levels[j.job]] = columns[levels[j.job]] || []).push(j.job));
+    const pos = {};
+    const W = 200, H = 44;
+    Object.entries(columns).forEach(([l, jobs]) => jobs.forEach((job, i) => (pos[job] = { x: 10 + l * W, y: 10 + i * H })));
+    const width = 10 + (Object.keys(columns).length) * W;
+    const height = 20 + Math.max(1, ...Object.values(columns).map((c) => c.length)) * H;
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("width", width);
+    svg.setAttribute("height", height);
+    const el = (tag, attrs, text) => {
+      const n = document.createElementNS("http://www.w3.org/2000/svg", tag);
+      for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+      if (text !== undefined) n.textContent = text;
+      return n;
+    };
+    const defs = el("defs", {});
+    const marker = el("marker", { id: "arrow", markerWidth: 8, markerHeight: 8, refX: 8, refY: 4, orient: "auto" });
+    marker.append(el("path", { d: "M0,0 L8,4 L0,8 z", fill: "#6b7684" }));
+    defs.append(marker);
+    svg.append(defs);
+    for (const e of grid.edges) {
+      const a = pos[e.upstream], b = pos[e.job];
+      if (!a || !b) continue;
+      svg.append(el("path", { d: `M${a.x + 160},${a.y + 14} C${a.x + 180},${a.y + 14} ${b.x - 20},${b.y + 14} ${b.x},${b.y + 14}`, stroke: "#6b7684", fill: "none", "marker-end": "url(#arrow)" }));
+    }
+    for (const j of grid.jobs) {
+      const p = pos[j.job];
+      const [g, ...rest] = j.job.split(".");
+      const a = el("a", { href: `/jobs/${encodeURIComponent(g)}/${encodeURIComponent(rest.join("."))}` });
+      a.append(el("rect", { x: p.x, y: p.y, width: 160, height: 28, rx: 6, fill: "#fff", stroke: "#e3e7ec" }));
+      a.append(el("text", { x: p.x + 8, y: p.y + 18 }, j.job));
+      svg.append(a);
+    }
+    const times = grid.data_times.slice().reverse();
+    const cells = {};
+    for (const c of grid.cells) cells[`${c.job}|${c.data_time}`] = c;
+    const cellFor = (job, t) => {
+      const c = cells[`${job}|${t}`];
+      if (!c) return h("td", { class: "cell" }, h("span", { class: "bg-none", title: "no task" }));
+      return h("td", { class: "cell" }, h("a", {
+        href: `/tasks/${c.task_id}`, class: `bg-${c.status}${selected === c.task_id ? " selected" : ""}`,
+        title: `${job} @ ${new Date(t).toISOString()}: ${c.status}`, "data-cell": `${job}|${t}`, "data-status": c.status,
+        onclick: (e) => { e.preventDefault(); e.stopPropagation(); selected = c.task_id; showCell(c); draw(); },
+      }));
+    };
+    const gridTable = h("table", { class: "grid" },
+      h("thead", {}, h("tr", {}, h("th", {}, "job \\ data time"), times.map((t) => h("th", { class: "mono", title: t }, inZone(new Date(t), "UTC"))))),
+      h("tbody", {}, grid.jobs.map((j) => h("tr", {}, h("th", {}, j.job), times.map((t) => cellFor(j.job, t))))));
+    main.replaceChildren(
+      section("Graph", grid.jobs.length ? svg : h("p", { class: "muted" }, "No dependencies: chime job depend DOWNSTREAM --on UPSTREAM")),
+      section("Grid (data times in UTC; click a cell)", grid.jobs.length ? gridTable : "", detail));
+  };
+  const showCell = (c) => {
+    detail.replaceChildren(h("p", {}, `${c.job} @ ${new Date(c.data_time).toISOString()}: `, status(c.status), " ",
+      taskLink(c.task_id), " ",
+      LIVE.includes(c.status) ? "" : actionButton("Rerun", () => post(`/api/v1/tasks/${c.task_id}/rerun`), () => serially(async () => {
+        grid = await api("/api/v1/dependencies/grid?columns=14"); draw();
+      }))));
+  };
+  draw();
+  return {
+    async onTasks(changes) {
+      let refetch = false;
+      for (const { task } of changes) {
+        if (!task.job || !task.data_time) continue;
+        const job = jobName(task.job);
+        if (!grid.jobs.some((j) => j.job === job)) continue;
+        const cell = grid.cells.find((c) => c.job === job && new Date(c.data_time).getTime() === new Date(task.data_time).getTime());
+        if (cell) { cell.status = task.status; cell.task_id = task.id; } else refetch = true;
+      }
+      if (refetch) grid = await api("/api/v1/dependencies/grid?columns=14");
+      draw();
+      const sel = grid.cells.find((c) => c.task_id === selected);
+      if (sel) showCell(sel);
+    },
+  };
+}
+
+// Backfills, workers, schedulers -------------------------------------------------------------------
+
+async function backfillsPage(main) {
+  const draw = async () => {
+    const backfills = await api("/api/v1/backfills");
+    const rows = backfills.map((b) => {
+      const total = Object.values(b.tasks).reduce((a, n) => a + n, 0);
+      const done = (b.tasks.succeeded || 0);
+      return h("tr", {},
+        h("td", {}, `#${b.id}`), h("td", {}, jobLink({ group: b.job.split(".")[0], name: b.job.split(".").slice(1).join(".") })),
+        h("td", {}, when(b.from), " → ", when(b.to)), h("td", {}, String(b.parallelism)),
+        h("td", {}, h("div", { class: "bar", title: `${done}/${total} succeeded` }, h("div", { style: `width:${total ? (100 * done / total).toFixed(1) : 0}%` })),
+          h("span", { class: "muted" }, Object.entries(b.tasks).map(([s, n]) => `${n} ${s}`).join(", "))),
+        h("td", {}, link(`/tasks?q=&job=${encodeURIComponent(b.job)}`, "tasks")),
+        h("td", {}, b.done ? "done" : actionButton("Cancel", () => post(`/api/v1/backfills/${b.id}/cancel`), draw, "danger")));
+    });
+    main.replaceChildren(section("Backfills", backfills.length
+      ? table(["id", "job", "range", "parallel", "progress", "", ""], rows)
+      : h("p", { class: "muted" }, "No backfills: chime backfill JOB --from T --to T")));
+  };
+  await draw();
+  return { onTick: draw };
+}
+
+async function workersPage(main) {
+  const draw = async () => {
+    const workers = await api("/api/v1/workers");
+    main.replaceChildren(section("Workers", workers.length ? table(
+      ["name", "status", "worker groups", "kinds", "concurrency", "running now", "heartbeat", "started", ""],
+      workers.map((w) => h("tr", {},
+        h("td", { class: "mono" }, w.name), h("td", {}, w.status), h("td", {}, w.groups.join(", ")),
+        h("td", {}, w.kinds.join(", ")), h("td", {}, String(w.concurrency)), h("td", {}, String(w.running ?? 0)),
+        h("td", {}, ago(w.last_heartbeat)), h("td", {}, when(w.started_at)),
+        h("td", {}, w.status === "online" ? actionButton("Drain", () => post(`/api/v1/workers/${w.id}/drain`), draw, "secondary") : ""))))
+      : h("p", { class: "muted" }, "No workers: chime worker --groups default")));
+  };
+  await draw();
+  return { onTick: draw };
+}
+
+async function schedulersPage(main) {
+  const draw = async () => {
+    const schedulers = await api("/api/v1/schedulers");
+    main.replaceChildren(section("Schedulers", schedulers.length ? table(["instance", "host", "pid", "last check-in", "status"],
+      schedulers.map((s) => h("tr", {}, h("td", { class: "mono" }, s.instance_id), h("td", {}, s.host), h("td", {}, String(s.pid)),
+        h("td", {}, `${s.seconds_since_checkin.toFixed(1)} s ago`), h("td", {}, s.status))))
+      : h("p", { class: "muted" }, "No scheduler is running: chime scheduler")));
+  };
+  await draw();
+  return { onTick: draw };
+}
+
+// ---- sign-in and start -----------------------------------------------------------------------
+
+function showSignin() {
+  $("signin-state").textContent = token() ? "signed in" : "";
+  $("signin-button").textContent = token() ? "Sign out" : "Sign in";
+  $("token").hidden = !!token();
+}
+$("signin").addEventListener("submit", (e) => {
+  e.preventDefault();
+  if (token()) sessionStorage.removeItem("chime-token");
+  else if ($("token").value) sessionStorage.setItem("chime-token", $("token").value.trim());
+  $("token").value = "";
+  showSignin();
+  followEvents();
+  render();
+});
+showSignin();
+followEvents();
+render();

@@ -1,0 +1,136 @@
+//! `/api/v1/overview` (the dashboard's first page: is everything on time?) and
+//! `/api/v1/dependencies/grid` (the graph of jobs and the jobs × data times grid).
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Query, State};
+use chime_core::model::{TaskStatus, TaskSummary};
+use chime_core::store::dependency_grid::{self, DependencyGrid};
+use chime_core::store::{gauges, tasks};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// One worker group's load.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupLoad {
+    /// The worker group.
+    pub worker_group: String,
+    /// Its tasks not yet ended, by status.
+    pub live: BTreeMap<String, i64>,
+    /// Workers online serving it.
+    pub workers_online: i64,
+    /// Messages waiting in its queue (None when the broker did not answer).
+    pub queue_depth: Option<u32>,
+    /// Consumers on its queue (None when the broker did not answer).
+    pub consumers: Option<u32>,
+}
+
+/// The whole system at a glance.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Overview {
+    /// Every task in the store, by status.
+    pub counts: BTreeMap<String, i64>,
+    /// Each worker group's load.
+    pub groups: Vec<GroupLoad>,
+    /// Outbox rows due and not yet published.
+    pub outbox_backlog: i64,
+    /// Seconds since the oldest of them was due.
+    pub outbox_oldest_seconds: f64,
+    /// Scheduler instances that checked in on time.
+    pub schedulers_alive: i64,
+    /// Whether the API is connected to the broker.
+    pub broker_connected: bool,
+    /// The latest failed tasks.
+    pub recent_failures: Vec<TaskSummary>,
+}
+
+/// The system at a glance: tasks by status (the whole store and per worker group), workers online,
+/// queue depth and consumers, the outbox backlog, schedulers alive and the latest failures.
+#[utoipa::path(get, path = "/api/v1/overview", tag = "tasks", responses((status = 200, body = Overview)))]
+pub async fn overview(State(state): State<AppState>) -> Result<Json<Overview>, ApiError> {
+    let counts = tasks::count_by_status(&state.store)
+        .await?
+        .into_iter()
+        .map(|(status, n)| (status.to_string(), n))
+        .collect();
+    let snapshot = gauges::read(&state.store).await?;
+    let mut groups = Vec::new();
+    for group in &snapshot.worker_groups {
+        let live = snapshot
+            .live_tasks
+            .iter()
+            .filter(|(_, g, _)| g == group)
+            .map(|(status, _, n)| (status.clone(), *n))
+            .collect();
+        let workers_online = snapshot
+            .workers_online
+            .iter()
+            .find(|(g, _)| g == group)
+            .map_or(0, |(_, n)| *n);
+        let stats = state
+            .broker
+            .queue_stats(&state.broker.topology().group_queue(group))
+            .await
+            .ok()
+            .flatten();
+        groups.push(GroupLoad {
+            worker_group: group.clone(),
+            live,
+            workers_online,
+            queue_depth: stats.map(|(messages, _)| messages),
+            consumers: stats.map(|(_, consumers)| consumers),
+        });
+    }
+    let schedulers_alive: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM scheduler_instances
+         WHERE last_checkin >= now() - make_interval(secs => 2 * checkin_interval_ms / 1000.0)",
+    )
+    .fetch_one(state.store.pool())
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!("counting schedulers: {e}"),
+        )
+    })?;
+    let failed = tasks::TaskFilter {
+        status: Some(TaskStatus::Failed),
+        ..Default::default()
+    };
+    let recent_failures = tasks::list(&state.store, &failed, 10).await?;
+    Ok(Json(Overview {
+        counts,
+        groups,
+        outbox_backlog: snapshot.outbox_backlog,
+        outbox_oldest_seconds: snapshot.outbox_oldest_seconds,
+        schedulers_alive,
+        broker_connected: state.broker.is_ready(),
+        recent_failures,
+    }))
+}
+
+/// How many data times the grid shows.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct GridParams {
+    /// The latest this many data times (default 12, at most 200).
+    columns: Option<i64>,
+}
+
+/// The jobs linked by dependencies (the graph) and their tasks for the latest data times (the
+/// grid: one cell per job and data time, with the task's status).
+#[utoipa::path(
+    get, path = "/api/v1/dependencies/grid", tag = "jobs", params(GridParams),
+    responses((status = 200, body = DependencyGrid))
+)]
+pub async fn dependency_grid(
+    State(state): State<AppState>,
+    Query(params): Query<GridParams>,
+) -> Result<Json<DependencyGrid>, ApiError> {
+    Ok(Json(
+        dependency_grid::read(&state.store, params.columns.unwrap_or(12)).await?,
+    ))
+}

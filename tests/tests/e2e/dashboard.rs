@@ -1,0 +1,267 @@
+//! The dashboard in a real browser (headless Chromium over the DevTools protocol) against the
+//! running services, behind an API token: what a user sees on each page, the buttons that change
+//! things, and live updates arriving without a reload. Screenshots of every page go to
+//! `$TMPDIR/chime-dashboard-screenshots/` (outside the repository) to be looked at.
+//!
+//! Without Chromium the test says so and passes, unless `CHIME_REQUIRE_BROWSER=1` (CI sets it).
+
+use anyhow::{Context, Result};
+use chime_cli::commands::services::Services;
+use chime_core::model::TaskStatus;
+use chime_tests::browser::{Browser, Page, chromium_binary};
+use chime_tests::{TestEnv, eventually, last_line};
+use serde_json::Value;
+use uuid::Uuid;
+
+fn screenshots() -> Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join("chime-dashboard-screenshots");
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+async fn shoot(page: &Page<'_>, name: &str) -> Result<()> {
+    page.screenshot(&screenshots()?.join(format!("{name}.png")))
+        .await
+}
+
+/// The next 02:30 in Tokyo, as the job page shows it.
+fn next_tokyo_0230() -> Result<String> {
+    let tz = jiff::tz::TimeZone::get("Asia/Tokyo")?;
+    let now = jiff::Timestamp::now().to_zoned(tz.clone());
+    let mut day = now.date();
+    loop {
+        let at = day.at(2, 30, 0, 0).to_zoned(tz.clone())?;
+        if at > now {
+            return Ok(format!("{} Asia/Tokyo", at.strftime("%Y-%m-%d %H:%M:%S")));
+        }
+        day = day.tomorrow()?;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> Result<()> {
+    if chromium_binary().is_none() {
+        anyhow::ensure!(
+            std::env::var("CHIME_REQUIRE_BROWSER").as_deref() != Ok("1"),
+            "chromium is not installed (apt-get install chromium)"
+        );
+        eprintln!("skipped: chromium is not installed (apt-get install chromium)");
+        return Ok(());
+    }
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let ok = |out: std::process::Output| -> Result<String> {
+        anyhow::ensure!(out.status.success(), "{out:?}");
+        Ok(last_line(&out))
+    };
+    // With a token in the store, every API call needs one: the dashboard signs in with it.
+    let secret = ok(env
+        .chime(&["token", "create", "operator", "--role", "admin"])
+        .await?)?;
+    let with_token = |args: &[&str]| {
+        let mut full = vec!["--token", secret.as_str()];
+        full.extend_from_slice(args);
+        full.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>| {
+        let env = &env;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            env.chime(&args).await
+        }
+    };
+    ok(run(with_token(&[
+        "job",
+        "create",
+        "extract",
+        "--kind",
+        "shell",
+        "--data-time-period",
+        "day",
+        "--",
+        "sh",
+        "-c",
+        "echo extracting for $CHIME_DATA_TIME",
+    ]))
+    .await?)?;
+    ok(run(with_token(&[
+        "job",
+        "create",
+        "load",
+        "--kind",
+        "shell",
+        "--data-time-period",
+        "day",
+        "--",
+        "sh",
+        "-c",
+        "echo loaded",
+    ]))
+    .await?)?;
+    ok(run(with_token(&["job", "depend", "load", "--on", "extract"])).await?)?;
+    ok(run(with_token(&[
+        "trigger",
+        "create",
+        "nightly",
+        "--job",
+        "extract",
+        "--cron",
+        "0 30 2 * * ?",
+        "--tz",
+        "Asia/Tokyo",
+    ]))
+    .await?)?;
+    let extract: Uuid = ok(run(with_token(&[
+        "job",
+        "run",
+        "extract",
+        "--data-time",
+        "2026-11-20T00:00:00Z",
+    ]))
+    .await?)?
+    .parse()?;
+    assert_eq!(
+        env.wait_terminal(extract).await?.status,
+        TaskStatus::Succeeded
+    );
+    let load_id = |env: &TestEnv| {
+        let store = env.store.clone();
+        async move {
+            let id: Option<Uuid> = sqlx::query_scalar(
+                "SELECT t.id FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE j.name = 'load'",
+            )
+            .fetch_optional(store.pool())
+            .await?;
+            anyhow::Ok(id)
+        }
+    };
+    eventually("load to run after extract", || async {
+        Ok(match load_id(&env).await? {
+            Some(id) => env.task(id).await?.status == TaskStatus::Succeeded,
+            None => false,
+        })
+    })
+    .await?;
+
+    let browser = Browser::launch(1366, 900).await?;
+    let base = env.api_url().to_string();
+    let page = browser.open(&format!("{base}/jobs")).await?;
+    // Before signing in, the API refuses the page's calls and the page says how to get in.
+    page.wait_for_text("sign in").await?;
+    page.eval(&format!(
+        "document.getElementById('token').value = {}; \
+         document.getElementById('signin-button').click(); true",
+        serde_json::to_string(&secret)?
+    ))
+    .await?;
+    page.wait_for_text("default.extract").await?;
+    shoot(&page, "jobs").await?;
+
+    // The job's page: its trigger's next fire times in the trigger's zone.
+    page.click("a", "default.extract").await?;
+    page.wait_for_text("Triggers (next 10 fire times").await?;
+    let next = next_tokyo_0230()?;
+    page.wait_for_text(&next)
+        .await
+        .with_context(|| format!("the next fire {next}"))?;
+    page.wait_for_text("Needed by").await?;
+    page.wait_for_text("default.load").await?;
+    shoot(&page, "job").await?;
+
+    // A task's page shows its output.
+    page.goto(&format!("{base}/tasks/{extract}")).await?;
+    page.wait_for_text("extracting for 2026-11-20T00:00:00Z")
+        .await?;
+    shoot(&page, "task").await?;
+
+    // The grid: a cell per job and data time, coloured by status; a rerun from a cell.
+    page.goto(&format!("{base}/dependencies")).await?;
+    let cell = |job: &str| {
+        format!("document.querySelector('[data-cell=\"default.{job}|2026-11-20T00:00:00Z\"]')")
+    };
+    page.wait_for(
+        "the grid cell of load on 2026-11-20",
+        &format!("{}?.dataset.status === 'succeeded'", cell("load")),
+    )
+    .await?;
+    shoot(&page, "dependencies").await?;
+    page.eval(&format!("{}.click(); true", cell("extract")))
+        .await?;
+    page.wait_for_text("Rerun").await?;
+    page.click("button", "Rerun").await?;
+    eventually("the rerun's second attempt to succeed", || async {
+        let task = env.task(extract).await?;
+        Ok(task.attempt == 2 && task.status == TaskStatus::Succeeded)
+    })
+    .await?;
+    // The cell follows the rerun without a reload.
+    page.eval("window.__not_reloaded = true").await?;
+    page.wait_for(
+        "the cell to show the rerun's end",
+        &format!("{}?.dataset.status === 'succeeded'", cell("extract")),
+    )
+    .await?;
+
+    // Live: a task submitted elsewhere appears in the open task list without a reload.
+    page.goto(&format!("{base}/tasks")).await?;
+    page.wait_for_text("Submit an ad-hoc task").await?;
+    page.eval("window.__not_reloaded = true").await?;
+    let live = ok(run(with_token(&[
+        "submit",
+        "--kind",
+        "shell",
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 120 ]; do i=$((i+1)); echo line $i; sleep 1; done",
+    ]))
+    .await?)?;
+    page.wait_for(
+        "the new task's row, live",
+        &format!("document.querySelector('tr[data-task=\"{live}\"]')"),
+    )
+    .await?;
+    assert_eq!(
+        page.eval("window.__not_reloaded === true").await?,
+        Value::Bool(true)
+    );
+    shoot(&page, "tasks").await?;
+
+    // Its page (reached through its link, without a reload) streams its output while it runs,
+    // and Kill kills it.
+    page.eval(&format!(
+        "document.querySelector('tr[data-task=\"{live}\"] a').click(); true"
+    ))
+    .await?;
+    page.wait_for_text("line 3").await?;
+    assert_eq!(
+        page.eval("window.__not_reloaded === true").await?,
+        Value::Bool(true)
+    );
+    page.click("button", "Kill").await?;
+    let id: Uuid = live.parse()?;
+    assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Killed);
+    page.wait_for(
+        "the page to show the task killed",
+        "[...document.querySelectorAll('h2 .status')].some(e => e.textContent === 'killed')",
+    )
+    .await?;
+    shoot(&page, "task-killed").await?;
+
+    // The other pages render what they list.
+    for (path, shows) in [
+        ("/", "Worker groups"),
+        ("/triggers", "default.nightly"),
+        ("/workers", "default"),
+        ("/schedulers", "alive"),
+        ("/backfills", "Backfills"),
+        ("/calendars", "Calendars"),
+    ] {
+        page.goto(&format!("{base}{path}")).await?;
+        page.wait_for_text(shows).await?;
+        let name = if path == "/" { "overview" } else { &path[1..] };
+        shoot(&page, name).await?;
+    }
+    browser.close().await;
+    env.cleanup().await
+}
