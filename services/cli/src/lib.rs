@@ -29,16 +29,23 @@ pub struct Cli {
     command: Command,
 }
 
+/// What the services connect to, in their help (the flags are accepted everywhere, but only
+/// services and `migrate` use them, so client verbs do not list them).
+const CONNECTION_HELP: &str = "Connections:
+      --database-url <URL>  PostgreSQL URL [env: CHIME_DATABASE_URL, DATABASE_URL]
+      --amqp-url <URL>      RabbitMQ URL [env: CHIME_AMQP_URL]
+      --prefix <PREFIX>     Prefix of AMQP names [env: CHIME_PREFIX]";
+
 #[derive(Debug, Args)]
 struct GlobalArgs {
     /// PostgreSQL URL [env: CHIME_DATABASE_URL, DATABASE_URL]
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide = true)]
     database_url: Option<String>,
     /// RabbitMQ URL [env: CHIME_AMQP_URL]
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide = true)]
     amqp_url: Option<String>,
     /// Prefix of AMQP names [env: CHIME_PREFIX]
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide = true)]
     prefix: Option<String>,
     /// The API the client talks to [env: CHIME_API_URL]
     #[arg(long, global = true)]
@@ -54,16 +61,22 @@ struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs every service in one process (the single-machine default).
+    #[command(after_help = CONNECTION_HELP)]
     Up(ServeArgs),
     /// Runs the REST API and dashboard.
-    Api(ServeArgs),
+    #[command(after_help = CONNECTION_HELP)]
+    Api(ApiArgs),
     /// Runs a worker (`chime worker drain ID` asks a running one to drain).
+    #[command(after_help = CONNECTION_HELP)]
     Worker(WorkerArgs),
     /// Runs a scheduler instance (trigger firing); run as many as you like.
-    Scheduler(ServeArgs),
+    #[command(after_help = CONNECTION_HELP)]
+    Scheduler(ServiceArgs),
     /// Runs a dependency service (advances downstream jobs, backfills); run as many as you like.
-    Dependency(ServeArgs),
+    #[command(after_help = CONNECTION_HELP)]
+    Dependency(ServiceArgs),
     /// Applies the database migrations (creating the database if needed).
+    #[command(after_help = CONNECTION_HELP)]
     Migrate,
     /// Submits an ad-hoc task and prints its id.
     Submit(commands::submit::SubmitArgs),
@@ -97,8 +110,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Backfills a job: a task for every fire time of its triggers in a range.
-    Backfill(commands::jobs::BackfillArgs),
+    /// Backfills a job (a task for every fire time of its triggers in a range); list, show and
+    /// cancel backfills.
+    Backfill(commands::jobs::BackfillCli),
     /// Routes job kinds to worker groups (`chime route set hive etl`).
     #[command(subcommand)]
     Route(RouteCommand),
@@ -157,8 +171,14 @@ enum RouteCommand {
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 struct WorkerArgs {
+    /// Worker groups to consume, comma-separated [env: CHIME_WORKER__GROUPS]
+    #[arg(long, value_delimiter = ',')]
+    groups: Option<Vec<String>>,
+    /// Tasks a worker runs at once [env: CHIME_WORKER__CONCURRENCY]
+    #[arg(long)]
+    concurrency: Option<u16>,
     #[command(flatten)]
-    serve: ServeArgs,
+    service: ServiceArgs,
     #[command(subcommand)]
     action: Option<WorkerAction>,
 }
@@ -173,7 +193,59 @@ enum WorkerAction {
     },
 }
 
+/// `chime api`'s flags.
 #[derive(Debug, Args)]
+struct ApiArgs {
+    /// Address the API listens on [env: CHIME_API_ADDR]
+    #[arg(long)]
+    api_addr: Option<String>,
+    /// Let the API listen beyond loopback with no token, e.g. behind a proxy that authenticates
+    /// [env: CHIME_INSECURE_NO_AUTH]
+    #[arg(long)]
+    insecure_no_auth: bool,
+}
+
+/// The flags of a service without an API (scheduler, dependency, worker).
+#[derive(Debug, Args)]
+struct ServiceArgs {
+    /// Serve this service's Prometheus metrics on ADDR, e.g. 127.0.0.1:9100
+    /// [env: CHIME_METRICS_ADDR]
+    #[arg(long)]
+    metrics_addr: Option<String>,
+}
+
+impl From<&ApiArgs> for ServeArgs {
+    fn from(a: &ApiArgs) -> Self {
+        Self {
+            api_addr: a.api_addr.clone(),
+            insecure_no_auth: a.insecure_no_auth,
+            ..Self::default()
+        }
+    }
+}
+
+impl From<&ServiceArgs> for ServeArgs {
+    fn from(a: &ServiceArgs) -> Self {
+        Self {
+            metrics_addr: a.metrics_addr.clone(),
+            ..Self::default()
+        }
+    }
+}
+
+impl From<&WorkerArgs> for ServeArgs {
+    fn from(a: &WorkerArgs) -> Self {
+        Self {
+            groups: a.groups.clone(),
+            concurrency: a.concurrency,
+            metrics_addr: a.service.metrics_addr.clone(),
+            ..Self::default()
+        }
+    }
+}
+
+/// `chime up`'s flags: every service's.
+#[derive(Debug, Default, Args)]
 struct ServeArgs {
     /// Address the API listens on [env: CHIME_API_ADDR]
     #[arg(long)]
@@ -188,8 +260,8 @@ struct ServeArgs {
     /// [env: CHIME_INSECURE_NO_AUTH]
     #[arg(long)]
     insecure_no_auth: bool,
-    /// Serve this service's Prometheus metrics on ADDR (scheduler, worker, dependency; the API
-    /// serves them on its own address) [env: CHIME_METRICS_ADDR]
+    /// Also serve the metrics on ADDR (the API serves them on its own address too)
+    /// [env: CHIME_METRICS_ADDR]
     #[arg(long)]
     metrics_addr: Option<String>,
 }
@@ -408,7 +480,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Api(ref args) => {
             let services = Services::API;
-            commands::services::run(settings(global, Some(args))?, services).await
+            commands::services::run(settings(global, Some(&args.into()))?, services).await
         }
         Command::Worker(WorkerArgs {
             action: Some(WorkerAction::Drain { id }),
@@ -416,13 +488,15 @@ async fn run(cli: Cli) -> Result<()> {
         }) => commands::workers::drain(&client(&settings(global, None)?)?, id).await,
         Command::Worker(ref args) => {
             let services = Services::WORKER;
-            commands::services::run(settings(global, Some(&args.serve))?, services).await
+            commands::services::run(settings(global, Some(&args.into()))?, services).await
         }
         Command::Scheduler(ref args) => {
-            commands::services::run(settings(global, Some(args))?, Services::SCHEDULER).await
+            commands::services::run(settings(global, Some(&args.into()))?, Services::SCHEDULER)
+                .await
         }
         Command::Dependency(ref args) => {
-            commands::services::run(settings(global, Some(args))?, Services::DEPENDENCY).await
+            commands::services::run(settings(global, Some(&args.into()))?, Services::DEPENDENCY)
+                .await
         }
         Command::Migrate => commands::services::migrate(&settings(global, None)?).await,
         Command::Submit(args) => {
@@ -446,7 +520,7 @@ async fn run(cli: Cli) -> Result<()> {
             commands::tasks::rerun(&client(&settings(global, None)?)?, id).await
         }
         Command::Backfill(args) => {
-            commands::jobs::backfill(&client(&settings(global, None)?)?, args).await
+            commands::jobs::backfills(&client(&settings(global, None)?)?, args).await
         }
         Command::Schedule(ScheduleCommand::Preview(args)) => commands::schedule::run(args),
         Command::Bench(BenchCommand::Fire {

@@ -38,3 +38,36 @@ pub fn time(t: Option<Timestamp>) -> String {
 pub fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "-".into(), |v| v.to_string())
 }
+
+/// `t` in IANA zone `zone` (`2026-01-02 03:04:05 Asia/Tokyo`), or in UTC if the zone is unknown.
+pub fn time_in(t: Timestamp, zone: &str) -> String {
+    match jiff::tz::TimeZone::get(zone) {
+        Ok(tz) => format!("{} {zone}", t.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S")),
+        Err(_) => format!("{t:.3}"),
+    }
+}
+
+/// A schedule's zone: its `time_zone`, or UTC.
+pub fn schedule_zone(schedule: &chime_core::schedule::ScheduleSpec) -> String {
+    serde_json::to_value(schedule)
+        .ok()
+        .and_then(|v| v.get("time_zone")?.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "UTC".into())
+}
+
+/// A schedule in a few words: `cron 0 30 2 * * ?`, `every 60000 ms`, …
+pub fn describe_schedule(schedule: &chime_core::schedule::ScheduleSpec) -> String {
+    let v = serde_json::to_value(schedule).unwrap_or_default();
+    let s = |k: &str| {
+        v.get(k)
+            .map(|x| x.to_string().trim_matches('"').to_string())
+            .unwrap_or_default()
+    };
+    match s("kind").as_str() {
+        "cron" => format!("cron {}", s("cron")),
+        "simple" => format!("every {} ms", s("interval_ms")),
+        "calendar_interval" => format!("every {} {}", s("interval"), s("unit")),
+        "daily_time_interval" => format!("every {} {} within the day", s("interval"), s("unit")),
+        _ => v.to_string(),
+    }
+}

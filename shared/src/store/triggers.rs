@@ -20,7 +20,7 @@ use crate::schedule::misfire::MisfirePolicy;
 use crate::schedule::{Calendar, CalendarSpec, Schedule, ScheduleSpec, format_fire_time};
 
 /// How many future fire times `show` lists.
-pub const NEXT_FIRES: usize = 5;
+pub const NEXT_FIRES: usize = 10;
 
 /// A trigger as the API takes it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

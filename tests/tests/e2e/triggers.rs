@@ -187,11 +187,11 @@ async fn bad_jobs_triggers_and_calendars_are_refused_and_change_nothing() -> Res
         .await?,
         "exists already",
     );
-    // `trigger show` lists the next 5 fire times, none on a weekend.
+    // `trigger show` lists the next 10 fire times, none on a weekend.
     let shown = env.chime(&["trigger", "show", "t", "--json"]).await?;
     let shown: serde_json::Value = serde_json::from_slice(&shown.stdout)?;
     let fires = shown["next_fires"].as_array().cloned().unwrap_or_default();
-    assert_eq!(fires.len(), 5);
+    assert_eq!(fires.len(), 10);
     for fire in fires {
         let at: jiff::Timestamp = fire.as_str().unwrap_or_default().parse()?;
         let day = at.to_zoned(jiff::tz::TimeZone::UTC).weekday();
@@ -293,7 +293,7 @@ async fn jobs_and_calendars_can_be_updated() -> Result<()> {
         ])
         .await?;
     assert!(updated.status.success(), "{updated:?}");
-    let shown = env.chime(&["job", "show", "j"]).await?;
+    let shown = env.chime(&["job", "show", "j", "--json"]).await?;
     let job: serde_json::Value = serde_json::from_slice(&shown.stdout)?;
     assert_eq!(job["kind"], "shell");
     assert_eq!(job["concurrent"], false);

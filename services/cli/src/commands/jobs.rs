@@ -26,8 +26,15 @@ pub enum JobCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Shows a job (as JSON).
-    Show(Named),
+    /// Shows a job: its settings, triggers with their next fires (in each trigger's zone),
+    /// dependencies both ways and recent runs (--json for scripts).
+    Show {
+        #[command(flatten)]
+        job: Named,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Pauses every trigger of the job.
     Pause(Named),
     /// Resumes the job's triggers.
@@ -313,15 +320,7 @@ pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
                 &rows,
             );
         }
-        JobCommand::Show(job) => {
-            let view: serde_json::Value = client.get(&job.path("jobs")).await?;
-            let dependencies: serde_json::Value = client
-                .get(&format!("{}/dependencies", job.path("jobs")))
-                .await?;
-            let mut shown = view;
-            shown["dependencies"] = dependencies;
-            println!("{}", serde_json::to_string_pretty(&shown)?);
-        }
+        JobCommand::Show { job, json } => show_job(client, &job, json).await?,
         JobCommand::Depend {
             job,
             on,
@@ -464,9 +463,13 @@ pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> 
             field("state", t.state.clone());
             field("fired", t.times_triggered.to_string());
             field("previous fire", time(t.prev_fire_time));
-            println!("next fires:");
+            let zone = crate::output::schedule_zone(&t.schedule);
+            println!("next fires ({zone}):");
             for fire in &t.next_fires {
-                println!("  {fire}");
+                match fire.parse::<jiff::Timestamp>() {
+                    Ok(at) => println!("  {}", crate::output::time_in(at, &zone)),
+                    Err(_) => println!("  {fire}"),
+                }
             }
         }
     }
@@ -638,17 +641,147 @@ pub async fn schedulers(client: &ApiClient, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `chime backfill JOB --from T --to T`
+/// `chime job show`: readable by default, JSON with `--json`.
+async fn show_job(client: &ApiClient, job: &Named, json: bool) -> Result<()> {
+    let view: JobView = client.get(&job.path("jobs")).await?;
+    let dependencies: chime_core::store::dependencies::JobDependencies = client
+        .get(&format!("{}/dependencies", job.path("jobs")))
+        .await?;
+    if json {
+        let mut shown = serde_json::to_value(&view)?;
+        shown["dependencies"] = serde_json::to_value(&dependencies)?;
+        println!("{}", serde_json::to_string_pretty(&shown)?);
+        return Ok(());
+    }
+    let triggers: Vec<TriggerView> = client.get("/api/v1/triggers").await?;
+    let full = format!("{}.{}", view.group, view.name);
+    let field = |k: &str, v: String| println!("{k:<17} {v}");
+    field("job", full.clone());
+    field("kind", view.kind.clone());
+    field("spec", view.spec.to_string());
+    field("worker group", view.worker_group.clone());
+    if !view.description.is_empty() {
+        field("description", view.description.clone());
+    }
+    field("priority", view.priority.to_string());
+    field(
+        "concurrent",
+        if view.concurrent {
+            "yes"
+        } else {
+            "no (one task at a time)"
+        }
+        .into(),
+    );
+    field(
+        "retries",
+        format!(
+            "{} after failure, {} after rejection",
+            view.failed_retries, view.reject_retries
+        ),
+    );
+    field("timeout", opt(view.timeout_ms.map(|ms| format!("{ms} ms"))));
+    field("data-time period", opt(view.data_time_period.as_deref()));
+    field("execute user", opt(view.execute_user.as_deref()));
+    field(
+        "state",
+        if view.paused { "paused" } else { "active" }.into(),
+    );
+    if let Some(run) = &view.last_run {
+        field(
+            "last run",
+            format!(
+                "{} {} (data time {})",
+                run.task_id,
+                run.status,
+                time(run.data_time)
+            ),
+        );
+    }
+    let mine: Vec<&TriggerView> = triggers
+        .iter()
+        .filter(|t| t.job_group == view.group && t.job == view.name)
+        .collect();
+    if mine.is_empty() {
+        println!("triggers:         none");
+    } else {
+        println!("triggers:");
+        for t in mine {
+            let zone = crate::output::schedule_zone(&t.schedule);
+            let next = t
+                .next_fire_time
+                .map_or("-".into(), |at| crate::output::time_in(at, &zone));
+            println!(
+                "  {}.{}  {}  {}  next {}",
+                t.group,
+                t.name,
+                crate::output::describe_schedule(&t.schedule),
+                t.state,
+                next
+            );
+        }
+    }
+    for (label, list, other) in [
+        ("depends on", &dependencies.upstreams, true),
+        ("needed by", &dependencies.downstreams, false),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        println!("{label}:");
+        for d in list {
+            let name = if other { &d.upstream } else { &d.job };
+            println!(
+                "  {name}  (window {}, on upstream failure {})",
+                serde_json::to_value(d.window)?.as_str().unwrap_or_default(),
+                serde_json::to_value(d.on_upstream_failure)?
+                    .as_str()
+                    .unwrap_or_default()
+            );
+        }
+    }
+    let runs: Vec<chime_core::model::TaskSummary> = client
+        .get_with("/api/v1/tasks", &[("job", full), ("limit", "10".into())])
+        .await?;
+    if !runs.is_empty() {
+        println!("recent runs:");
+        let rows: Vec<Vec<String>> = runs
+            .iter()
+            .map(|r| {
+                vec![
+                    format!("  {}", r.id),
+                    r.status.to_string(),
+                    time(r.data_time),
+                    time(r.finished_at),
+                    opt(r.reason.as_deref()),
+                ]
+            })
+            .collect();
+        table(
+            &["  ID", "STATUS", "DATA TIME", "FINISHED", "REASON"],
+            &rows,
+        );
+    }
+    Ok(())
+}
+
+/// `chime backfill JOB --from T --to T`, or `chime backfill list|show|cancel`.
 #[derive(Debug, Args)]
-pub struct BackfillArgs {
-    #[command(flatten)]
-    job: Named,
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct BackfillCli {
+    #[command(subcommand)]
+    command: Option<BackfillCommand>,
+    /// The job to backfill.
+    name: Option<String>,
+    /// Its group.
+    #[arg(long, default_value = "default")]
+    group: String,
     /// The range's start (RFC 3339, inclusive).
     #[arg(long)]
-    from: jiff::Timestamp,
+    from: Option<jiff::Timestamp>,
     /// The range's end (RFC 3339, inclusive).
     #[arg(long)]
-    to: jiff::Timestamp,
+    to: Option<jiff::Timestamp>,
     /// Downstream jobs with triggers of their own also run for these data times.
     #[arg(long)]
     with_downstream: bool,
@@ -657,8 +790,145 @@ pub struct BackfillArgs {
     parallelism: i32,
 }
 
+/// What to do with backfills.
+#[derive(Debug, Subcommand)]
+pub enum BackfillCommand {
+    /// Lists backfills, newest first, with their progress.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows one backfill's progress.
+    Show {
+        /// The backfill's id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancels a backfill: its tasks that have not ended are killed.
+    Cancel {
+        /// The backfill's id.
+        id: i64,
+    },
+}
+
+/// Runs `chime backfill …`.
+pub async fn backfills(client: &ApiClient, cli: BackfillCli) -> Result<()> {
+    use chime_core::store::backfills::BackfillProgress;
+    let progress = |b: &BackfillProgress| {
+        let total: i64 = b.tasks.values().sum();
+        let counts: Vec<String> = b.tasks.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        (total, counts.join(", "))
+    };
+    let create = match (cli.name, cli.from, cli.to) {
+        (Some(name), Some(from), Some(to)) => Some(BackfillArgs {
+            job: Named {
+                name,
+                group: cli.group,
+            },
+            from,
+            to,
+            with_downstream: cli.with_downstream,
+            parallelism: cli.parallelism,
+        }),
+        (None, None, None) => None,
+        _ => {
+            return Err(BadInput(
+                "a backfill needs its job, --from and --to: chime backfill JOB --from T --to T"
+                    .into(),
+            )
+            .into());
+        }
+    };
+    match (cli.command, create) {
+        (Some(BackfillCommand::List { json }), _) => {
+            let list: Vec<BackfillProgress> = client.get("/api/v1/backfills").await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = list
+                .iter()
+                .map(|b| {
+                    let (total, counts) = progress(b);
+                    vec![
+                        b.id.to_string(),
+                        b.job.clone(),
+                        format!("{} .. {}", b.from, b.to),
+                        b.parallelism.to_string(),
+                        total.to_string(),
+                        if b.done {
+                            "done".into()
+                        } else {
+                            "running".into()
+                        },
+                        counts,
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "ID",
+                    "JOB",
+                    "RANGE",
+                    "PARALLEL",
+                    "TASKS",
+                    "STATE",
+                    "BY STATUS",
+                ],
+                &rows,
+            );
+        }
+        (Some(BackfillCommand::Show { id, json }), _) => {
+            let b: BackfillProgress = client.get(&format!("/api/v1/backfills/{id}")).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&b)?);
+                return Ok(());
+            }
+            let (total, counts) = progress(&b);
+            let field = |k: &str, v: String| println!("{k:<16} {v}");
+            field("backfill", b.id.to_string());
+            field("job", b.job.clone());
+            field("range", format!("{} .. {}", b.from, b.to));
+            field("parallelism", b.parallelism.to_string());
+            field("with downstream", b.with_downstream.to_string());
+            field("created", b.created_at.to_string());
+            field("tasks", format!("{total} ({counts})"));
+            field("state", if b.done { "done" } else { "running" }.into());
+        }
+        (Some(BackfillCommand::Cancel { id }), _) => {
+            let (_, answer): (_, serde_json::Value) = client
+                .post(&format!("/api/v1/backfills/{id}/cancel"), &json!({}))
+                .await?;
+            println!("backfill {id}: {} task(s) killed", answer["killed"]);
+        }
+        (None, Some(args)) => backfill(client, args).await?,
+        (None, None) => {
+            return Err(BadInput(
+                "give a job and a range (chime backfill JOB --from T --to T) or list, show ID, \
+                 cancel ID"
+                    .into(),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// A backfill to make.
+#[derive(Debug)]
+struct BackfillArgs {
+    job: Named,
+    from: jiff::Timestamp,
+    to: jiff::Timestamp,
+    with_downstream: bool,
+    parallelism: i32,
+}
+
 /// Backfills a job; prints the backfill's id and how many tasks it made.
-pub async fn backfill(client: &ApiClient, args: BackfillArgs) -> Result<()> {
+async fn backfill(client: &ApiClient, args: BackfillArgs) -> Result<()> {
     if args.parallelism < 1 {
         return Err(BadInput("--parallelism must be at least 1".into()).into());
     }
