@@ -516,7 +516,7 @@ async function jobPage(main, group, name) {
     h("dt", {}, "concurrent"), h("dd", {}, job.concurrent ? "yes" : "no (one task at a time)"),
     h("dt", {}, "retries"), h("dd", {}, `${job.failed_retries} after failure, ${job.reject_retries} after rejection`),
     h("dt", {}, "timeout"), h("dd", {}, job.timeout_ms ? `${job.timeout_ms} ms` : "none"),
-    h("dt", {}, "data-time period"), h("dd", {}, job.data_time_period || "none"),
+    h("dt", {}, "data-time period"), h("dd", {}, job.data_time_period ? `${job.data_time_period} (${job.data_time_zone || "UTC"})` : "none"),
     h("dt", {}, "execute user"), h("dd", {}, job.execute_user || "the worker's default"),
     h("dt", {}, "state"), h("dd", {}, job.paused ? "paused" : "active"),
     h("dt", {}, "spec"), h("dd", {}, h("pre", { class: "mono" }, JSON.stringify(job.spec, null, 2))));

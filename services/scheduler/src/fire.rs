@@ -117,7 +117,8 @@ pub async fn fire_due(
                    SELECT 1 FROM tasks x
                    WHERE x.job_id = j.id AND x.status IN ('ready', 'running', 'retrying')
                )) AS job_busy,
-               j.data AS job_data, j.timeout_ms, j.execute_user, j.data_time_period
+               j.data AS job_data, j.timeout_ms, j.execute_user,
+               period_in_zone(j.data_time_period, j.data_time_zone) AS data_time_period
         FROM triggers t
         JOIN jobs j ON j.id = t.job_id
         LEFT JOIN calendars c ON c.name = t.calendar_name

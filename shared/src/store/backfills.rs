@@ -74,7 +74,9 @@ pub async fn create(
         return Err(StoreError::Invalid("parallelism must be at least 1".into()));
     }
     let triggers: Vec<JobTrigger> = sqlx::query_as(
-        "SELECT j.id AS job_id, j.data_time_period, t.schedule, t.start_time,
+        "SELECT j.id AS job_id,
+                period_in_zone(j.data_time_period, j.data_time_zone) AS data_time_period,
+                t.schedule, t.start_time,
                 c.definition AS calendar
          FROM jobs j LEFT JOIN triggers t ON t.job_id = j.id
               LEFT JOIN calendars c ON c.name = t.calendar_name

@@ -93,7 +93,8 @@ pub enum Verdict {
     Waiting(Vec<UnmetDependency>),
 }
 
-/// A data-time period: data times of a job that has one are truncated to it (UTC).
+/// A data-time period: data times of a job that has one are truncated to it (in the job's zone,
+/// see [`ZonedPeriod`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Period {
     /// A minute.
@@ -121,9 +122,14 @@ impl Period {
         })
     }
 
-    /// The start of the period holding `t` (as PostgreSQL's `date_trunc(period, t, 'UTC')`).
+    /// The start of the period holding `t` in UTC (as PostgreSQL's `date_trunc(period, t, 'UTC')`).
     pub fn truncate(self, t: Timestamp) -> Timestamp {
-        let z = t.to_zoned(TimeZone::UTC);
+        self.truncate_in(t, &TimeZone::UTC)
+    }
+
+    /// The start of the period holding `t` in `zone` (local midnight for a day).
+    pub fn truncate_in(self, t: Timestamp, zone: &TimeZone) -> Timestamp {
+        let z = t.to_zoned(zone.clone());
         let truncated = match self {
             Self::Minute => z.round(
                 ZonedRound::new()
@@ -145,9 +151,15 @@ impl Period {
         truncated.map_or(t, |z: Zoned| z.timestamp())
     }
 
-    /// The end (exclusive) of the period starting at `start`.
+    /// The end (exclusive) of the period starting at `start`, in UTC.
     pub fn end(self, start: Timestamp) -> Timestamp {
-        let z = start.to_zoned(TimeZone::UTC);
+        self.end_in(start, &TimeZone::UTC)
+    }
+
+    /// The end (exclusive) of the period starting at `start`, in `zone` (a local day may be 23
+    /// or 25 hours long).
+    pub fn end_in(self, start: Timestamp, zone: &TimeZone) -> Timestamp {
+        let z = start.to_zoned(zone.clone());
         let end = match self {
             Self::Minute => z.checked_add(1.minute()),
             Self::Hour => z.checked_add(1.hour()),
@@ -159,9 +171,45 @@ impl Period {
     }
 }
 
-/// The data time of a run of a job with `period` scheduled at `t`.
+/// A job's data-time period in its zone, as the store gives it: `day`, or `day@Asia/Shanghai`
+/// (SQL `period_in_zone(data_time_period, data_time_zone)`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZonedPeriod {
+    /// The period.
+    pub period: Period,
+    /// The zone its boundaries are in.
+    pub zone: TimeZone,
+}
+
+impl ZonedPeriod {
+    /// Parses `day` (UTC) or `day@Zone`; None for an unknown period or zone.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (period, zone) = match text.split_once('@') {
+            Some((period, zone)) => (period, TimeZone::get(zone).ok()?),
+            None => (text, TimeZone::UTC),
+        };
+        Some(Self {
+            period: Period::parse(period)?,
+            zone,
+        })
+    }
+
+    /// The start of the period holding `t`, in the zone.
+    pub fn truncate(&self, t: Timestamp) -> Timestamp {
+        self.period.truncate_in(t, &self.zone)
+    }
+
+    /// The end (exclusive) of the period starting at `start`, in the zone.
+    pub fn end(&self, start: Timestamp) -> Timestamp {
+        self.period.end_in(start, &self.zone)
+    }
+}
+
+/// The data time of a run of a job with `period` (`day` or `day@Zone`) scheduled at `t`.
 pub fn data_time_of(period: Option<&str>, t: Timestamp) -> Timestamp {
-    period.and_then(Period::parse).map_or(t, |p| p.truncate(t))
+    period
+        .and_then(ZonedPeriod::parse)
+        .map_or(t, |p| p.truncate(t))
 }
 
 /// Serialises dependency changes, so two concurrent additions cannot make a cycle together.
@@ -350,7 +398,8 @@ impl Downstream {
 /// The jobs that depend on `upstream`.
 pub async fn downstreams(store: &Store, upstream: i64) -> Result<Vec<Downstream>, StoreError> {
     sqlx::query_as(
-        r#"SELECT d.job_id, d."window", j.data_time_period
+        r#"SELECT d.job_id, d."window",
+                  period_in_zone(j.data_time_period, j.data_time_zone) AS data_time_period
            FROM job_dependencies d JOIN jobs j ON j.id = d.job_id
            WHERE d.depends_on_job_id = $1"#,
     )
@@ -389,7 +438,9 @@ pub async fn evaluate(
 ) -> Result<Verdict, StoreError> {
     let upstreams: Vec<Upstream> = sqlx::query_as(
         r#"SELECT u.id, u.group_name || '.' || u.name AS label, d."window",
-                  d.on_upstream_failure, u.data_time_period, j.data_time_period AS job_period
+                  d.on_upstream_failure,
+                  period_in_zone(u.data_time_period, u.data_time_zone) AS data_time_period,
+                  period_in_zone(j.data_time_period, j.data_time_zone) AS job_period
            FROM job_dependencies d JOIN jobs u ON u.id = d.depends_on_job_id
                 JOIN jobs j ON j.id = d.job_id
            WHERE d.job_id = $1
@@ -401,7 +452,7 @@ pub async fn evaluate(
     .context("reading the job's dependencies")?;
     let mut unmet = Vec::new();
     for upstream in upstreams {
-        let period = upstream.job_period.as_deref().and_then(Period::parse);
+        let period = upstream.job_period.as_deref().and_then(ZonedPeriod::parse);
         let (from, until, expected) = match (upstream.window.as_str(), period) {
             ("period", Some(period)) => {
                 let from = period.truncate(data_time);
@@ -551,6 +602,22 @@ mod tests {
         assert_eq!(Period::Day.truncate(at), t("2026-11-18T00:00:00Z"));
         assert_eq!(Period::Week.truncate(at), t("2026-11-16T00:00:00Z"));
         assert_eq!(Period::Month.truncate(at), t("2026-11-01T00:00:00Z"));
+        // In a zone: a day starts at local midnight, and a DST day is 23 hours long.
+        let shanghai = ZonedPeriod::parse("day@Asia/Shanghai").expect("a zoned period");
+        assert_eq!(shanghai.truncate(at), t("2026-11-17T16:00:00Z"));
+        assert_eq!(
+            shanghai.end(t("2026-11-17T16:00:00Z")),
+            t("2026-11-18T16:00:00Z")
+        );
+        let new_york = ZonedPeriod::parse("day@America/New_York").expect("a zoned period");
+        let spring = new_york.truncate(t("2026-03-08T12:00:00Z"));
+        assert_eq!(spring, t("2026-03-08T05:00:00Z"));
+        assert_eq!(new_york.end(spring), t("2026-03-09T04:00:00Z"));
+        assert_eq!(
+            data_time_of(Some("day@Asia/Shanghai"), at),
+            t("2026-11-17T16:00:00Z")
+        );
+        assert!(ZonedPeriod::parse("day@Mars/Olympus").is_none());
         assert_eq!(
             Period::Month.end(t("2026-12-01T00:00:00Z")),
             t("2027-01-01T00:00:00Z")

@@ -66,6 +66,10 @@ pub struct NewJob {
     /// minute, hour, day, week or month: data times are truncated to it.
     #[serde(default)]
     pub data_time_period: Option<String>,
+    /// The IANA zone the data-time period is taken in (default UTC): a daily job in
+    /// Asia/Shanghai has its data times at local midnight.
+    #[serde(default)]
+    pub data_time_zone: Option<String>,
     /// The OS user tasks run as.
     #[serde(default)]
     pub execute_user: Option<String>,
@@ -102,6 +106,9 @@ pub struct JobView {
     /// The data-time period its data times are truncated to (`minute`, `hour`, `day`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_time_period: Option<String>,
+    /// The zone of the data-time period.
+    #[serde(default = "utc")]
+    pub data_time_zone: String,
     /// Retries after a rejection.
     #[serde(default)]
     pub reject_retries: i32,
@@ -125,6 +132,10 @@ pub struct JobView {
     /// Its task of the latest data time (in lists and `get`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<LastRun>,
+}
+
+fn utc() -> String {
+    "UTC".into()
 }
 
 /// A job's task of its latest data time.
@@ -154,6 +165,7 @@ struct JobRow {
     paused: bool,
     timeout_ms: Option<i64>,
     data_time_period: Option<String>,
+    data_time_zone: String,
     reject_retries: i32,
     failed_retries: i32,
     execute_user: Option<String>,
@@ -186,6 +198,7 @@ impl From<JobRow> for JobView {
             paused: r.paused,
             timeout_ms: r.timeout_ms,
             data_time_period: r.data_time_period,
+            data_time_zone: r.data_time_zone,
             reject_retries: r.reject_retries,
             failed_retries: r.failed_retries,
             execute_user: r.execute_user,
@@ -206,7 +219,7 @@ impl From<JobRow> for JobView {
 
 const JOB_COLUMNS: &str = "id, group_name, name, description, kind, spec, worker_group, priority, \
                            concurrent, requests_recovery, paused, timeout_ms, data_time_period, \
-                           reject_retries, failed_retries, execute_user, data";
+                           data_time_zone, reject_retries, failed_retries, execute_user, data";
 
 /// `SELECT` jobs `{where}` with their trigger count, next fire and last run: each extra read on
 /// an index (triggers by job; tasks by job and data time).
@@ -217,7 +230,7 @@ macro_rules! select_jobs_with_schedule {
                     l.status AS last_task_status, l.data_time AS last_data_time
              FROM (SELECT id, group_name, name, description, kind, spec, worker_group, priority,
                           concurrent, requests_recovery, paused, timeout_ms, data_time_period,
-                          reject_retries, failed_retries, execute_user, data
+                          data_time_zone, reject_retries, failed_retries, execute_user, data
                    FROM jobs ",
             $where,
             ") j
@@ -306,6 +319,13 @@ impl NewJob {
                 "data_time_period {period:?}: use minute, hour, day, week or month"
             ));
         }
+        if let Some(zone) = &self.data_time_zone
+            && jiff::tz::TimeZone::get(zone).is_err()
+        {
+            return invalid(format!(
+                "data_time_zone {zone:?} is not an IANA time zone (e.g. UTC, Asia/Shanghai)"
+            ));
+        }
         Ok(())
     }
 }
@@ -351,8 +371,9 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
             "UPDATE jobs SET (description, kind, spec, worker_group, priority, concurrent,
                               requests_recovery, data, reject_retries, reject_interval_ms,
                               failed_retries, failed_interval_ms, backoff, timeout_ms,
-                              data_time_period, execute_user, updated_at)
-                 = ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, now())
+                              data_time_period, execute_user, data_time_zone, updated_at)
+                 = ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+                    now())
              WHERE group_name = $1 AND name = $2
              RETURNING {JOB_COLUMNS}"
         )
@@ -361,9 +382,9 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
             "INSERT INTO jobs (group_name, name, description, kind, spec, worker_group, priority,
                                concurrent, requests_recovery, data, reject_retries,
                                reject_interval_ms, failed_retries, failed_interval_ms, backoff,
-                               timeout_ms, data_time_period, execute_user)
+                               timeout_ms, data_time_period, execute_user, data_time_zone)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                     $18)
+                     $18, $19)
              RETURNING {JOB_COLUMNS}"
         )
     };
@@ -386,6 +407,7 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
         .bind(job.timeout_ms)
         .bind(&job.data_time_period)
         .bind(&job.execute_user)
+        .bind(job.data_time_zone.as_deref().unwrap_or("UTC"))
         .fetch_optional(store.pool())
         .await;
     match row {

@@ -603,7 +603,8 @@ pub async fn run_job_now(
         now: jiff_sqlx::Timestamp,
     }
     let job: Option<Job> = sqlx::query_as(
-        "SELECT id, kind, spec, worker_group, data, timeout_ms, execute_user, data_time_period,
+        "SELECT id, kind, spec, worker_group, data, timeout_ms, execute_user,
+                period_in_zone(data_time_period, data_time_zone) AS data_time_period,
                 now() AS now
          FROM jobs WHERE group_name = $1 AND name = $2",
     )

@@ -469,3 +469,75 @@ async fn a_job_run_by_hand_runs_for_its_period_and_records_who_ran_it() -> Resul
     assert_eq!(submit_user.as_deref(), Some("local"));
     env.cleanup().await
 }
+
+/// A daily job in Asia/Shanghai runs for local midnight (16:00 UTC the day before), and its daily
+/// downstream in the same zone runs for the same data time; a zone that does not exist is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daily_job_in_a_zone_runs_for_local_midnight() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    for name in ["cn-extract", "cn-report"] {
+        chime_ok(
+            &env,
+            &[
+                "job",
+                "create",
+                name,
+                "--kind",
+                "noop",
+                "--data-time-period",
+                "day",
+                "--data-time-zone",
+                "Asia/Shanghai",
+            ],
+        )
+        .await?;
+    }
+    chime_ok(&env, &["job", "depend", "cn-report", "--on", "cn-extract"]).await?;
+    // 2026-03-01 20:00 UTC is 2026-03-02 04:00 in Shanghai: that day began at 16:00 UTC on the 1st.
+    chime_ok(
+        &env,
+        &[
+            "job",
+            "run",
+            "cn-extract",
+            "--data-time",
+            "2026-03-01T20:00:00Z",
+        ],
+    )
+    .await?;
+    let local_midnight: jiff::Timestamp = "2026-03-01T16:00:00Z".parse()?;
+    eventually("the downstream to run for the same local day", || async {
+        let rows: Vec<(String, Option<jiff_sqlx::Timestamp>, String)> = sqlx::query_as(
+            "SELECT j.name, t.data_time, t.status FROM tasks t JOIN jobs j ON j.id = t.job_id
+             ORDER BY j.name",
+        )
+        .fetch_all(env.store.pool())
+        .await?;
+        Ok(rows.len() == 2
+            && rows.iter().all(|(_, data_time, status)| {
+                data_time.map(|t| t.to_jiff()) == Some(local_midnight) && status == "succeeded"
+            }))
+    })
+    .await?;
+    let refused = env
+        .chime(&[
+            "job",
+            "create",
+            "nowhere",
+            "--kind",
+            "noop",
+            "--data-time-period",
+            "day",
+            "--data-time-zone",
+            "Mars/Olympus",
+        ])
+        .await?;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("not an IANA time zone"),
+        "{refused:?}"
+    );
+    env.cleanup().await
+}

@@ -134,9 +134,14 @@ pub struct JobCreate {
     /// Timeout of one attempt, in milliseconds.
     #[arg(long)]
     timeout_ms: Option<i64>,
-    /// minute, hour, day, week or month: the job's data times are truncated to it (UTC).
+    /// minute, hour, day, week or month: the job's data times are truncated to it (in
+    /// --data-time-zone).
     #[arg(long, value_parser = ["minute", "hour", "day", "week", "month"])]
     data_time_period: Option<String>,
+    /// The IANA zone of the data-time period (default UTC): a daily job in Asia/Shanghai has
+    /// its data times at local midnight.
+    #[arg(long)]
+    data_time_zone: Option<String>,
     /// Failed attempts to retry (the failed budget; default 0).
     #[arg(long)]
     failed_retries: Option<i32>,
@@ -543,6 +548,7 @@ fn new_job(args: JobCreate) -> Result<NewJob> {
         requests_recovery: Some(args.requests_recovery),
         timeout_ms: args.timeout_ms,
         data_time_period: args.data_time_period,
+        data_time_zone: args.data_time_zone,
         failed_retries: args.failed_retries,
         failed_interval_ms: args.failed_interval_ms,
         reject_retries: args.reject_retries,
@@ -681,7 +687,12 @@ async fn show_job(client: &ApiClient, job: &Named, json: bool) -> Result<()> {
         ),
     );
     field("timeout", opt(view.timeout_ms.map(|ms| format!("{ms} ms"))));
-    field("data-time period", opt(view.data_time_period.as_deref()));
+    field(
+        "data-time period",
+        view.data_time_period
+            .as_deref()
+            .map_or("-".into(), |p| format!("{p} ({})", view.data_time_zone)),
+    );
     field("execute user", opt(view.execute_user.as_deref()));
     field(
         "state",
