@@ -1,4 +1,4 @@
-//! Settings of every chime process (DESIGN.md section 7).
+//! Settings of every chime process (README, "Configuration").
 //!
 //! Layers, highest first: command-line flags (passed in as [`Overrides`]), `CHIME_*` environment
 //! variables, `DATABASE_URL` (for the database URL only), an optional `chime.toml`, defaults.

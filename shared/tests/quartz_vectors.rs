@@ -1,6 +1,6 @@
 //! The schedule engine against fire times computed by Quartz 2.3.2 itself.
 //!
-//! `tests/data/quartz-2.3.2-schedules.jsonl` is the reference sample (DESIGN.md section 4);
+//! `tests/data/quartz-2.3.2-schedules.jsonl` is the reference sample (made by scripts/quartz-oracle);
 //! `tests/data/quartz-oracle.jsonl` is a larger corpus generated with the same Quartz
 //! (`scripts/quartz-oracle/`). Every line must match: fire times exactly, invalid expressions
 //! rejected (those marked `quartz_restriction` may be accepted), with two stated exceptions:

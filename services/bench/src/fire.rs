@@ -2,7 +2,7 @@
 //! at one instant while K scheduler instances sit idle; fires per second from that instant until
 //! every task is published (confirmed by the broker), by the database's clock. Nothing is acquired
 //! ahead of the instant, so the lookahead window does not flatter the figure. With M idle triggers
-//! (due in a year) in the store beside them, it is DESIGN section 9's scale benchmark.
+//! (due in a year) in the store beside them, it is the scale benchmark.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! chime-bench: the benchmarks behind `chime bench …` (DESIGN.md section 9). Each prints one
+//! chime-bench: the benchmarks behind `chime bench …`. Each prints one
 //! machine-readable line of figures; none ever fails on time.
 
 pub mod deps;

@@ -1,4 +1,4 @@
-//! chime-dependency: the dependency service (DESIGN.md section 5).
+//! chime-dependency: the dependency service (docs/ARCHITECTURE.md, section 6).
 //!
 //! It consumes `<prefix>.dependencies`, the queue of task events for ended and waiting tasks,
 //! and for each one advances the downstream jobs whose upstream runs are now complete

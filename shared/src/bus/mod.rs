@@ -1,4 +1,4 @@
-//! The RabbitMQ transport (DESIGN.md section 6): the topology, a supervised connection, publishing
+//! The RabbitMQ transport (docs/ARCHITECTURE.md, section 3): the topology, a supervised connection, publishing
 //! with confirms, dead-lettering, and the outbox relay.
 //!
 //! RabbitMQ carries messages; it never holds state PostgreSQL does not also hold. Consumers are

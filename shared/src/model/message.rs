@@ -1,4 +1,4 @@
-//! Messages on the bus (DESIGN.md section 6). Every message is JSON with a `v` (schema version).
+//! Messages on the bus (docs/ARCHITECTURE.md, section 3). Every message is JSON with a `v` (schema version).
 //!
 //! A message never holds state that PostgreSQL does not also hold, except a [`SubmitMessage`],
 //! which the worker writes to PostgreSQL when it first receives it.

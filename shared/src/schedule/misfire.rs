@@ -1,4 +1,4 @@
-//! Misfires: a fire more than the threshold late (DESIGN.md section 4).
+//! Misfires: a fire more than the threshold late (docs/ARCHITECTURE.md, section 4).
 //!
 //! | policy | Quartz | what happens |
 //! |---|---|---|

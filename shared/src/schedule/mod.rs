@@ -1,4 +1,4 @@
-//! The schedule engine: when does a trigger fire next (DESIGN.md section 4).
+//! The schedule engine: when does a trigger fire next (docs/ARCHITECTURE.md, section 4).
 //!
 //! Pure: no I/O and no clock — "now" is always an argument. The reference is Quartz 2.3.2: the
 //! four trigger kinds compute fire times as Quartz's `getFireTimeAfter` does, a calendar skips

@@ -1,4 +1,4 @@
-//! The JSON forms of schedules and calendars (DESIGN.md section 4), shared by the API, the CLI and
+//! The JSON forms of schedules and calendars (README, "Schedules"), shared by the API, the CLI and
 //! the store. They are checked and turned into evaluable forms by `Schedule::compile` and
 //! `Calendar::compile`.
 

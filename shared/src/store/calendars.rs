@@ -17,7 +17,7 @@ pub struct NamedCalendar {
     /// What it is for.
     #[serde(default)]
     pub description: String,
-    /// DESIGN section 4's calendar JSON.
+    /// The calendar, as JSON (README, "Schedules").
     pub definition: CalendarSpec,
 }
 

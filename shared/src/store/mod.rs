@@ -1,6 +1,6 @@
 //! The PostgreSQL job store: one sqlx pool per process, migrations applied at start-up.
 //!
-//! The store is the source of truth (DESIGN.md section 2). Each submodule owns the statements of one
+//! The store is the source of truth (docs/ARCHITECTURE.md, section 2). Each submodule owns the statements of one
 //! table family; a task's status moves only in [`task_lifecycle`].
 
 pub mod attempt_output;

@@ -36,7 +36,7 @@ pub struct NewTrigger {
     pub job_group: Option<String>,
     /// The job's name.
     pub job: String,
-    /// DESIGN section 4's schedule JSON.
+    /// The schedule, as JSON (README, "Schedules").
     pub schedule: ScheduleSpec,
     /// An exclusion calendar, by name.
     #[serde(default)]

@@ -37,7 +37,7 @@ async fn submitted_shell_task_succeeds_with_its_output() -> Result<()> {
     assert_eq!(result.exit_code, Some(0));
     assert_eq!(result.output, "hi\n");
 
-    // `chime task show --json` prints DESIGN section 7's fields.
+    // `chime task show --json` prints the task's fields.
     let show = env
         .chime(&["task", "show", &id.to_string(), "--json"])
         .await?;
@@ -269,13 +269,18 @@ async fn a_poison_message_is_dead_lettered_and_the_worker_carries_on() -> Result
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
-    publish_confirmed(
-        &channel,
-        &topology.tasks_exchange(),
-        "default",
-        b"this is not json",
-        FieldTable::default(),
-    )
+    // The worker declares its group's queue as it starts: publish once it is bound.
+    eventually("the poison message to reach the group's queue", || async {
+        Ok(publish_confirmed(
+            &channel,
+            &topology.tasks_exchange(),
+            "default",
+            b"this is not json",
+            FieldTable::default(),
+        )
+        .await
+        .is_ok())
+    })
     .await?;
     // The worker still runs tasks.
     let out = env.chime(&["submit", "--kind", "noop"]).await?;

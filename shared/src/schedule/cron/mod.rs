@@ -1,6 +1,6 @@
 //! Cron expressions in Quartz's syntax (and Unix's five fields), evaluated on jiff.
 //!
-//! No crate implements Quartz cron (DESIGN.md section 10), so this is our own. The search runs on
+//! No crate implements Quartz cron, so this is our own. The search runs on
 //! local civil time field by field (year, month, day, hour, minute, second), each field a bit set,
 //! and turns the civil time found into an instant in the expression's zone:
 //!
