@@ -13,3 +13,6 @@ CREATE FUNCTION period_in_zone(period text, zone text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
     SELECT period || CASE WHEN zone = 'UTC' THEN '' ELSE '@' || zone END
 $$;
+
+-- A job may keep its history longer or shorter than the installation's retention.
+ALTER TABLE jobs ADD COLUMN retention_days integer CHECK (retention_days > 0);

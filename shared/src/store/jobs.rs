@@ -73,6 +73,9 @@ pub struct NewJob {
     /// The OS user tasks run as.
     #[serde(default)]
     pub execute_user: Option<String>,
+    /// Keep this job's ended tasks this many days (default: the installation's retention).
+    #[serde(default)]
+    pub retention_days: Option<i32>,
 }
 
 /// A stored job.
@@ -109,6 +112,9 @@ pub struct JobView {
     /// The zone of the data-time period.
     #[serde(default = "utc")]
     pub data_time_zone: String,
+    /// How many days its ended tasks are kept, if not the installation's retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<i32>,
     /// Retries after a rejection.
     #[serde(default)]
     pub reject_retries: i32,
@@ -166,6 +172,7 @@ struct JobRow {
     timeout_ms: Option<i64>,
     data_time_period: Option<String>,
     data_time_zone: String,
+    retention_days: Option<i32>,
     reject_retries: i32,
     failed_retries: i32,
     execute_user: Option<String>,
@@ -199,6 +206,7 @@ impl From<JobRow> for JobView {
             timeout_ms: r.timeout_ms,
             data_time_period: r.data_time_period,
             data_time_zone: r.data_time_zone,
+            retention_days: r.retention_days,
             reject_retries: r.reject_retries,
             failed_retries: r.failed_retries,
             execute_user: r.execute_user,
@@ -219,7 +227,7 @@ impl From<JobRow> for JobView {
 
 const JOB_COLUMNS: &str = "id, group_name, name, description, kind, spec, worker_group, priority, \
                            concurrent, requests_recovery, paused, timeout_ms, data_time_period, \
-                           data_time_zone, reject_retries, failed_retries, execute_user, data";
+                           data_time_zone, retention_days, reject_retries, failed_retries, execute_user, data";
 
 /// `SELECT` jobs `{where}` with their trigger count, next fire and last run: each extra read on
 /// an index (triggers by job; tasks by job and data time).
@@ -230,7 +238,7 @@ macro_rules! select_jobs_with_schedule {
                     l.status AS last_task_status, l.data_time AS last_data_time
              FROM (SELECT id, group_name, name, description, kind, spec, worker_group, priority,
                           concurrent, requests_recovery, paused, timeout_ms, data_time_period,
-                          data_time_zone, reject_retries, failed_retries, execute_user, data
+                          data_time_zone, retention_days, reject_retries, failed_retries, execute_user, data
                    FROM jobs ",
             $where,
             ") j
@@ -319,6 +327,9 @@ impl NewJob {
                 "data_time_period {period:?}: use minute, hour, day, week or month"
             ));
         }
+        if matches!(self.retention_days, Some(d) if d <= 0) {
+            return invalid("retention_days must be positive".into());
+        }
         if let Some(zone) = &self.data_time_zone
             && jiff::tz::TimeZone::get(zone).is_err()
         {
@@ -371,9 +382,10 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
             "UPDATE jobs SET (description, kind, spec, worker_group, priority, concurrent,
                               requests_recovery, data, reject_retries, reject_interval_ms,
                               failed_retries, failed_interval_ms, backoff, timeout_ms,
-                              data_time_period, execute_user, data_time_zone, updated_at)
+                              data_time_period, execute_user, data_time_zone, retention_days,
+                              updated_at)
                  = ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-                    now())
+                    $20, now())
              WHERE group_name = $1 AND name = $2
              RETURNING {JOB_COLUMNS}"
         )
@@ -382,9 +394,10 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
             "INSERT INTO jobs (group_name, name, description, kind, spec, worker_group, priority,
                                concurrent, requests_recovery, data, reject_retries,
                                reject_interval_ms, failed_retries, failed_interval_ms, backoff,
-                               timeout_ms, data_time_period, execute_user, data_time_zone)
+                               timeout_ms, data_time_period, execute_user, data_time_zone,
+                               retention_days)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                     $18, $19)
+                     $18, $19, $20)
              RETURNING {JOB_COLUMNS}"
         )
     };
@@ -408,6 +421,7 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
         .bind(&job.data_time_period)
         .bind(&job.execute_user)
         .bind(job.data_time_zone.as_deref().unwrap_or("UTC"))
+        .bind(job.retention_days)
         .fetch_optional(store.pool())
         .await;
     match row {

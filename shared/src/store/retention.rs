@@ -7,6 +7,10 @@
 //! transaction-level advisory lock, so one instance prunes at a time and no lock outlives a batch.
 //! Tasks are found by their UUIDv7 ids (time-ordered) on the primary key, so pruning needs no
 //! index of its own that every task write would pay for.
+//!
+//! Two cuts: `chime prune --older-than` removes everything ended before its cut ([`prune`]); the
+//! hourly pass keeps each task for its job's `retention_days`, else the installation's
+//! ([`prune_by_policy`]).
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -39,7 +43,7 @@ pub(crate) fn first_id_at(t: Timestamp) -> Uuid {
 
 const ENDED_TASKS: &str = "
     SELECT t.id FROM tasks t
-    WHERE t.id < $1 AND t.status IN ('succeeded', 'failed', 'killed')
+    WHERE t.id < $1 AND t.status IN ('succeeded', 'failed', 'killed') AND {policy}
       AND NOT EXISTS (
           SELECT 1 FROM job_dependencies d
           JOIN tasks w ON w.job_id = d.job_id AND w.status = 'waiting'
@@ -54,23 +58,65 @@ const OLD_FIRES: &str = "
             AND t.status IN ('waiting', 'ready', 'running', 'retrying'))
     ORDER BY f.id LIMIT $2";
 
+/// A task's own cut under the retention policy: its job's `retention_days`, else `$3` days.
+const BY_POLICY: &str = "t.created_at < now() - make_interval(days => coalesce(
+        (SELECT j.retention_days FROM jobs j WHERE j.id = t.job_id), $3::int))";
+
 /// Removes what ended before `cut`, a batch at a time; with `dry_run`, counts it instead.
 pub async fn prune(
     store: &Store,
     cut: Timestamp,
     dry_run: bool,
 ) -> Result<PruneReport, StoreError> {
+    prune_tasks(store, cut, None, dry_run).await
+}
+
+/// The hourly pass: removes each ended task older than its job's `retention_days` (else
+/// `default_days`), and fired-trigger rows older than `default_days`.
+pub async fn prune_by_policy(store: &Store, default_days: u32) -> Result<PruneReport, StoreError> {
+    let shortest: Option<i32> =
+        sqlx::query_scalar("SELECT min(retention_days) FROM jobs WHERE retention_days IS NOT NULL")
+            .fetch_one(store.pool())
+            .await
+            .context("reading the jobs' retention")?;
+    let default_days = i32::try_from(default_days).unwrap_or(i32::MAX);
+    let days = shortest.map_or(default_days, |d| d.min(default_days));
+    // Only tasks before the earliest cut any job has are candidates.
+    let cut = Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_hours(24 * i64::from(days)))
+        .unwrap_or(Timestamp::MIN);
+    prune_tasks(store, cut, Some(default_days), false).await
+}
+
+async fn prune_tasks(
+    store: &Store,
+    cut: Timestamp,
+    policy_days: Option<i32>,
+    dry_run: bool,
+) -> Result<PruneReport, StoreError> {
+    let policy = if policy_days.is_some() {
+        BY_POLICY
+    } else {
+        "true"
+    };
+    let ended_tasks = ENDED_TASKS.replace("{policy}", policy);
+    // Fired-trigger rows follow the installation's retention (or the manual cut).
+    let fires_cut = policy_days.map_or(cut, |days| {
+        Timestamp::now()
+            .checked_sub(jiff::SignedDuration::from_hours(24 * i64::from(days)))
+            .unwrap_or(Timestamp::MIN)
+    });
     let mut report = PruneReport::default();
     let first_kept = first_id_at(cut);
     if dry_run {
         let (tasks, fires): (i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT (SELECT count(*) FROM ({}) x), (SELECT count(*) FROM ({}) y)",
-            ENDED_TASKS.replace("LIMIT $2", ""),
+            ended_tasks.replace("LIMIT $2", ""),
             OLD_FIRES.replace("$1", "$3").replace("LIMIT $2", "")
         )))
         .bind(first_kept)
         .bind(0_i64)
-        .bind(jiff_sqlx::Timestamp::from(cut))
+        .bind(jiff_sqlx::Timestamp::from(fires_cut))
         .fetch_one(store.pool())
         .await
         .context("counting what a prune would remove")?;
@@ -89,19 +135,24 @@ pub async fn prune(
             report.busy = true;
             return Ok(report);
         }
-        let tasks = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DELETE FROM tasks WHERE id IN ({ENDED_TASKS} FOR UPDATE OF t SKIP LOCKED)"
+        let delete = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM tasks WHERE id IN ({ended_tasks} FOR UPDATE OF t SKIP LOCKED)"
         )))
         .bind(first_kept)
-        .bind(BATCH)
-        .execute(&mut *tx)
-        .await
-        .context("pruning ended tasks")?
-        .rows_affected();
+        .bind(BATCH);
+        let delete = match policy_days {
+            Some(days) => delete.bind(days),
+            None => delete,
+        };
+        let tasks = delete
+            .execute(&mut *tx)
+            .await
+            .context("pruning ended tasks")?
+            .rows_affected();
         let fires = sqlx::query(sqlx::AssertSqlSafe(format!(
             "DELETE FROM fired_triggers WHERE id IN ({OLD_FIRES} FOR UPDATE OF f SKIP LOCKED)"
         )))
-        .bind(jiff_sqlx::Timestamp::from(cut))
+        .bind(jiff_sqlx::Timestamp::from(fires_cut))
         .bind(BATCH)
         .execute(&mut *tx)
         .await

@@ -121,3 +121,48 @@ async fn prune_removes_old_ended_history_and_nothing_alive_or_needed() -> Result
     assert!(!bad.status.success());
     env.cleanup().await
 }
+
+/// The hourly pass keeps each job's tasks for the job's own `retention_days`, longer or shorter
+/// than the installation's, and everything else for the installation's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_keeps_its_history_for_its_own_retention() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    for (name, days) in [("short", Some("2")), ("long", Some("60")), ("plain", None)] {
+        let mut args = vec!["job", "create", name, "--kind", "noop"];
+        if let Some(days) = days {
+            args.extend(["--retention-days", days]);
+        }
+        let out = env.chime(&args).await?;
+        anyhow::ensure!(out.status.success(), "{out:?}");
+    }
+    let short_old = task(&env, 5, "succeeded", Some("short")).await?;
+    let short_new = task(&env, 1, "succeeded", Some("short")).await?;
+    let long_kept = task(&env, 40, "succeeded", Some("long")).await?;
+    let long_old = task(&env, 70, "failed", Some("long")).await?;
+    let plain_old = task(&env, 40, "succeeded", Some("plain")).await?;
+    let plain_kept = task(&env, 10, "succeeded", Some("plain")).await?;
+    let adhoc_old = task(&env, 40, "succeeded", None).await?;
+
+    let report = chime_core::store::retention::prune_by_policy(&env.store, 30).await?;
+    assert_eq!(report.tasks, 4, "{report:?}");
+    for gone in [short_old, long_old, plain_old, adhoc_old] {
+        assert!(!exists(&env, gone).await?, "{gone} was kept");
+    }
+    for kept in [short_new, long_kept, plain_kept] {
+        assert!(exists(&env, kept).await?, "{kept} was removed");
+    }
+    let bad = env
+        .chime(&[
+            "job",
+            "create",
+            "zero",
+            "--kind",
+            "noop",
+            "--retention-days",
+            "0",
+        ])
+        .await?;
+    assert!(!bad.status.success(), "{bad:?}");
+    env.cleanup().await
+}

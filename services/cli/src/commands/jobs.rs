@@ -142,6 +142,9 @@ pub struct JobCreate {
     /// its data times at local midnight.
     #[arg(long)]
     data_time_zone: Option<String>,
+    /// Keep this job's ended tasks this many days (default: scheduler.retention_days).
+    #[arg(long)]
+    retention_days: Option<i32>,
     /// Failed attempts to retry (the failed budget; default 0).
     #[arg(long)]
     failed_retries: Option<i32>,
@@ -549,6 +552,7 @@ fn new_job(args: JobCreate) -> Result<NewJob> {
         timeout_ms: args.timeout_ms,
         data_time_period: args.data_time_period,
         data_time_zone: args.data_time_zone,
+        retention_days: args.retention_days,
         failed_retries: args.failed_retries,
         failed_interval_ms: args.failed_interval_ms,
         reject_retries: args.reject_retries,
@@ -694,6 +698,11 @@ async fn show_job(client: &ApiClient, job: &Named, json: bool) -> Result<()> {
             .map_or("-".into(), |p| format!("{p} ({})", view.data_time_zone)),
     );
     field("execute user", opt(view.execute_user.as_deref()));
+    field(
+        "retention",
+        view.retention_days
+            .map_or("the installation's".into(), |d| format!("{d} days")),
+    );
     field(
         "state",
         if view.paused { "paused" } else { "active" }.into(),
