@@ -16,3 +16,7 @@ $$;
 
 -- A job may keep its history longer or shorter than the installation's retention.
 ALTER TABLE jobs ADD COLUMN retention_days integer CHECK (retention_days > 0);
+
+-- How many bytes a running attempt had printed when its output was last written: a follower
+-- sends exactly what was added, even once the bounded tail has started to slide.
+ALTER TABLE task_attempts ADD COLUMN output_bytes bigint;

@@ -400,7 +400,8 @@ function submitSection() {
   return section("Submit an ad-hoc task", form);
 }
 
-async function taskPage(main, id) {
+async function taskPage(main, rawId) {
+  const id = rawId.toLowerCase();
   let follow = null;
   let task;
   const output = new Map(); // attempt → <pre>
@@ -506,7 +507,7 @@ async function jobPage(main, group, name) {
   const [job, allTriggers, deps] = await Promise.all([api(path), api("/api/v1/triggers"), api(`${path}/dependencies`)]);
   const triggers = await Promise.all(allTriggers.filter((t) => t.job_group === group && t.job === name)
     .map((t) => api(`/api/v1/triggers/${encodeURIComponent(t.group)}/${encodeURIComponent(t.name)}`)));
-  const runs = await api(`/api/v1/tasks?job=${encodeURIComponent(full)}&limit=20`);
+  const runs = await api(`/api/v1/tasks?${new URLSearchParams({ job_group: group, job_name: name, limit: "20" })}`);
   const reload = () => render();
   const settings = h("dl", {},
     h("dt", {}, "kind"), h("dd", {}, job.kind),

@@ -98,8 +98,14 @@ async fn poll(inner: Arc<Inner>) {
     let stop = CancellationToken::new();
     let _stop_listening = stop.clone().drop_guard();
     tokio::spawn(listen_for_ends(inner.broker.clone(), ended.clone(), stop));
+    let mut first = true;
     loop {
-        tokio::time::sleep(POLL).await;
+        // The first look is at once: it is the starting point new subscribers' pages are
+        // compared with.
+        if !first {
+            tokio::time::sleep(POLL).await;
+        }
+        first = false;
         if inner.sender.receiver_count() == 0 {
             inner.polling.store(false, Ordering::Release);
             // Someone may have subscribed between the count and the store: take it back.
@@ -107,16 +113,28 @@ async fn poll(inner: Arc<Inner>) {
                 return;
             }
         }
-        let also: Vec<Uuid> = ended
+        let (also, overflowed): (Vec<Uuid>, bool) = ended
             .lock()
-            .map(|mut ids| ids.drain().collect())
+            .map(|mut ended| {
+                (
+                    ended.ids.drain().collect(),
+                    std::mem::take(&mut ended.overflowed),
+                )
+            })
             .unwrap_or_default();
         looks = looks.wrapping_add(1);
         if looks.is_multiple_of(TICK_EVERY) {
             let _ = inner.sender.send(("tick", Arc::from("{}")));
         }
-        match look(&inner.store, seen.take(), &also).await {
+        match look(&inner.store, seen.as_ref(), &also).await {
             Ok((now, message)) => {
+                // Changes may have been missed while the store was away, or more ended than
+                // were kept: pages reload what they show.
+                let message = if (failing || overflowed) && seen.is_some() {
+                    Some(("resync", Arc::from("{}")))
+                } else {
+                    message
+                };
                 failing = false;
                 seen = Some(now);
                 if let Some(message) = message {
@@ -135,8 +153,15 @@ async fn poll(inner: Arc<Inner>) {
 
 type Seen = (HashMap<Uuid, String>, Option<Uuid>);
 
-/// Tasks the events said moved since the last look.
-type Ended = Arc<std::sync::Mutex<HashSet<Uuid>>>;
+/// Tasks the events said moved since the last look (at most [`MAX_CHANGES`]; past that, a
+/// resync).
+type Ended = Arc<std::sync::Mutex<EndedTasks>>;
+
+#[derive(Debug, Default)]
+struct EndedTasks {
+    ids: HashSet<Uuid>,
+    overflowed: bool,
+}
 
 /// Collects the ids of the task events published to `<prefix>.events`, on a queue that lives as
 /// long as this listener, until `stop`; reconnects when the broker comes back.
@@ -200,10 +225,12 @@ async fn listen_for_ends(broker: Broker, ended: Ended, stop: CancellationToken) 
             let task = serde_json::from_slice::<serde_json::Value>(&delivery.data)
                 .ok()
                 .and_then(|event| event.get("task_id")?.as_str()?.parse::<Uuid>().ok());
-            if let (Some(task), Ok(mut ids)) = (task, ended.lock())
-                && ids.len() < MAX_CHANGES
-            {
-                ids.insert(task);
+            if let (Some(task), Ok(mut ended)) = (task, ended.lock()) {
+                if ended.ids.len() < MAX_CHANGES {
+                    ended.ids.insert(task);
+                } else {
+                    ended.overflowed = true;
+                }
             }
         }
     }
@@ -213,7 +240,7 @@ async fn listen_for_ends(broker: Broker, ended: Ended, stop: CancellationToken) 
 /// (None the first time, or when nothing changed); `also` are tasks the events said moved.
 async fn look(
     store: &Store,
-    before: Option<Seen>,
+    before: Option<&Seen>,
     also: &[Uuid],
 ) -> Result<(Seen, Option<(&'static str, Arc<str>)>), chime_core::store::StoreError> {
     let live: HashMap<Uuid, String> = tasks::live_statuses(store).await?.into_iter().collect();
@@ -221,8 +248,8 @@ async fn look(
         let newest = tasks::newest_id(store).await?;
         return Ok(((live, newest), None));
     };
-    let created = tasks::created_after(store, newest_before, MAX_CHANGES as i64 + 1).await?;
-    let newest = created.last().map(|(id, _)| *id).or(newest_before);
+    let created = tasks::created_after(store, *newest_before, MAX_CHANGES as i64 + 1).await?;
+    let newest = created.last().map(|(id, _)| *id).or(*newest_before);
     let mut from: HashMap<Uuid, Option<String>> = HashMap::new();
     let created_ids: HashSet<Uuid> = created.iter().map(|(id, _)| *id).collect();
     for id in &created_ids {
@@ -240,7 +267,7 @@ async fn look(
             }
         }
     }
-    for (id, old) in &was_live {
+    for (id, old) in was_live {
         if !live.contains_key(id) {
             from.entry(*id).or_insert_with(|| Some(old.clone()));
         }
@@ -291,6 +318,7 @@ pub async fn task_events(
         };
         Some((event, receiver))
     })
-    .map(Ok);
+    .map(Ok)
+    .take_until(state.shutdown.clone().cancelled_owned());
     Sse::new(stream).keep_alive(KeepAlive::default())
 }

@@ -193,6 +193,7 @@ pub fn state(node: &Node, listener: &TcpListener) -> AppState {
         metrics_public: node.settings.metrics_public,
         metrics: chime_core::telemetry::metrics_handle(),
         events: events::TaskEvents::new(node.store.clone(), node.broker.clone()),
+        shutdown: CancellationToken::new(),
     }
 }
 
@@ -235,6 +236,10 @@ pub async fn serve(
 ) -> Result<(), ApiStartError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     info!(?addr, "API listening");
+    let state = AppState {
+        shutdown: shutdown.clone(),
+        ..state
+    };
     axum::serve(listener, router(state))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

@@ -24,4 +24,7 @@ pub struct AppState {
     pub metrics: Option<PrometheusHandle>,
     /// Live task changes for the dashboard.
     pub events: crate::events::TaskEvents,
+    /// Cancelled when the server stops: long-lived streams (events, followed logs) end with it,
+    /// so a graceful shutdown does not wait for the clients to leave.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }

@@ -199,6 +199,8 @@ struct ApiArgs {
     /// Address the API listens on [env: CHIME_API_ADDR]
     #[arg(long)]
     api_addr: Option<String>,
+    #[command(flatten)]
+    service: ServiceArgs,
     /// Let the API listen beyond loopback with no token, e.g. behind a proxy that authenticates
     /// [env: CHIME_INSECURE_NO_AUTH]
     #[arg(long)]
@@ -219,6 +221,7 @@ impl From<&ApiArgs> for ServeArgs {
         Self {
             api_addr: a.api_addr.clone(),
             insecure_no_auth: a.insecure_no_auth,
+            metrics_addr: a.service.metrics_addr.clone(),
             ..Self::default()
         }
     }

@@ -95,14 +95,15 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         metrics::gauge!("chime_worker_running").increment(1.0);
         let started_at = std::time::Instant::now();
         let attempt = Attempt::new(recorded, abandon, kill, worker.executors.output_tail());
-        let follower = tokio::spawn(follow_output(
+        // Aborted when this attempt's handling ends, however it ends.
+        let follower = AbortOnDrop(tokio::spawn(follow_output(
             worker.store.clone(),
             attempt.message.task_id,
             attempt.message.attempt,
             attempt.output.clone(),
-        ));
+        )));
         let end = worker.executors.execute(&attempt).await;
-        follower.abort();
+        drop(follower);
         worker.set_phase(key, Phase::Ending);
         metrics::gauge!("chime_worker_running").decrement(1.0);
         let labels = [
@@ -140,6 +141,15 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
     .await
 }
 
+/// A task aborted when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// How often a running attempt's output is written for those who follow it.
 const OUTPUT_FOLLOW_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -161,8 +171,8 @@ async fn follow_output(
         if writes == written {
             continue;
         }
-        let text = output.text();
-        match attempt_output::record_running(&store, task_id, attempt, &text).await {
+        let (text, bytes) = output.snapshot();
+        match attempt_output::record_running(&store, task_id, attempt, &text, bytes).await {
             Ok(()) => written = writes,
             Err(error) => debug!(%error, "cannot record the running output"),
         }

@@ -19,6 +19,9 @@ pub struct AttemptOutput {
     pub output: String,
     /// Whether the attempt is still running (more output may come).
     pub running: bool,
+    /// How many bytes it had printed in all when `output` was written while it ran (None once
+    /// its end wrote the final output, or before anything was written).
+    pub bytes: Option<i64>,
 }
 
 /// Records the output of a running attempt. Does nothing once the attempt has ended: its final
@@ -28,14 +31,16 @@ pub async fn record_running(
     task_id: Uuid,
     attempt: i32,
     output: &str,
+    bytes: u64,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE task_attempts SET output = $3
+        "UPDATE task_attempts SET output = $3, output_bytes = $4
          WHERE task_id = $1 AND attempt = $2 AND finished_at IS NULL",
     )
     .bind(task_id)
     .bind(attempt)
     .bind(output)
+    .bind(i64::try_from(bytes).unwrap_or(i64::MAX))
     .execute(store.pool())
     .await
     .context("recording a running attempt's output")?;
@@ -51,12 +56,19 @@ pub async fn read(
     attempt: Option<i32>,
 ) -> Result<(TaskStatus, Option<AttemptOutput>), StoreError> {
     // (task status, attempt, output, running); the attempt's columns are null without one
-    type Row = (String, Option<i32>, Option<String>, Option<bool>);
+    type Row = (
+        String,
+        Option<i32>,
+        Option<String>,
+        Option<bool>,
+        Option<i64>,
+    );
     let row: Option<Row> = sqlx::query_as(
-        "SELECT t.status, a.attempt, a.output, a.finished_at IS NULL
+        "SELECT t.status, a.attempt, a.output, a.finished_at IS NULL,
+                CASE WHEN a.finished_at IS NULL THEN a.output_bytes END
          FROM tasks t
          LEFT JOIN LATERAL (
-             SELECT attempt, output, finished_at FROM task_attempts
+             SELECT attempt, output, finished_at, output_bytes FROM task_attempts
              WHERE task_id = t.id AND ($2::int IS NULL OR attempt = $2)
              ORDER BY attempt DESC LIMIT 1
          ) a ON true
@@ -67,7 +79,7 @@ pub async fn read(
     .fetch_optional(store.pool())
     .await
     .context("reading an attempt's output")?;
-    let Some((status, attempt, output, running)) = row else {
+    let Some((status, attempt, output, running, bytes)) = row else {
         return Err(StoreError::TaskNotFound(task_id));
     };
     let status = super::tasks::decode_status(&status)?;
@@ -75,6 +87,7 @@ pub async fn read(
         attempt,
         output: output.unwrap_or_default(),
         running: running.unwrap_or(false),
+        bytes,
     });
     Ok((status, output))
 }

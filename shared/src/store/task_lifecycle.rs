@@ -1458,7 +1458,7 @@ pub async fn kill_backfill(
     backfill_id: i64,
 ) -> Result<u64, StoreError> {
     let moved: i64 = sqlx::query_scalar(kill_statement!(
-        "backfill_id = $1 AND status IN ('waiting', 'ready', 'retrying', 'running')",
+        "backfill_id = $1 AND status IN ('waiting', 'ready', 'retrying', 'running') ORDER BY id",
         " SELECT count(*) FROM moved"
     ))
     .bind(backfill_id)

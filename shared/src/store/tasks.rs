@@ -282,8 +282,13 @@ pub async fn list(
         query.push(format_args!(" AND t.status = '{}'", status.as_str()));
     }
     if let Some((group, name)) = &filter.job {
-        query.push(" AND j.group_name = ").push_bind(group.clone());
-        query.push(" AND j.name = ").push_bind(name.clone());
+        // By the job's id, so the planner can use the tasks-by-job index.
+        query
+            .push(" AND t.job_id = (SELECT id FROM jobs WHERE group_name = ")
+            .push_bind(group.clone())
+            .push(" AND name = ")
+            .push_bind(name.clone())
+            .push(")");
     }
     if let Some(group) = &filter.worker_group {
         query
@@ -388,18 +393,30 @@ pub async fn live_statuses(store: &Store) -> Result<Vec<(Uuid, String)>, StoreEr
     .context("reading live tasks")
 }
 
+/// The highest id a task created by now can have: UUIDv7 ids are time-ordered, and ids a client
+/// chose (any other version, which may sort anywhere) above it are not taken for new tasks.
+fn id_ceiling() -> Uuid {
+    let ahead = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(3600))
+        .unwrap_or(jiff::Timestamp::MAX);
+    super::retention::first_id_at(ahead)
+}
+
 /// Tasks created after `after` (by id, the creation order), oldest first, at most `limit`; all
-/// tasks when `after` is None.
+/// tasks when `after` is None. A task whose client-chosen id is not a recent UUIDv7 is not
+/// among them (a live view still sees it once it moves).
 pub async fn created_after(
     store: &Store,
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<(Uuid, String)>, StoreError> {
     sqlx::query_as(
-        "SELECT id, status FROM tasks WHERE $1::uuid IS NULL OR id > $1 ORDER BY id LIMIT $2",
+        "SELECT id, status FROM tasks WHERE ($1::uuid IS NULL OR id > $1) AND id < $3
+         ORDER BY id LIMIT $2",
     )
     .bind(after)
     .bind(limit)
+    .bind(id_ceiling())
     .fetch_all(store.pool())
     .await
     .context("reading new tasks")
@@ -407,7 +424,8 @@ pub async fn created_after(
 
 /// The newest task's id.
 pub async fn newest_id(store: &Store) -> Result<Option<Uuid>, StoreError> {
-    sqlx::query_scalar("SELECT id FROM tasks ORDER BY id DESC LIMIT 1")
+    sqlx::query_scalar("SELECT id FROM tasks WHERE id < $1 ORDER BY id DESC LIMIT 1")
+        .bind(id_ceiling())
         .fetch_optional(store.pool())
         .await
         .context("reading the newest task id")

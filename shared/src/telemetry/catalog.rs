@@ -197,4 +197,8 @@ pub fn describe() {
         "chime_api_tasks_killed_total",
         "Kill requests accepted by the API."
     );
+    describe_counter!(
+        "chime_api_live_updates_total",
+        "Batches of task changes sent to the dashboard's live feed."
+    );
 }

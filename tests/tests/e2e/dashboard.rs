@@ -265,3 +265,167 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
     browser.close().await;
     env.cleanup().await
 }
+
+/// The dashboard's figures (not a check: run by hand with `--ignored`): with 100,000 tasks in
+/// the store, each page's weight and time to first render, then the API's memory while ten
+/// browsers watch the task list as tasks flow. `CHIME_BIN` picks the API binary (a release
+/// build gives the figures worth reporting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "figures, run by hand"]
+async fn dashboard_figures() -> Result<()> {
+    use std::time::Instant;
+    let env = TestEnv::new().await?;
+    let binary = std::env::var_os("CHIME_BIN")
+        .map(std::path::PathBuf::from)
+        .map_or_else(chime_tests::chime_binary, Ok)?;
+    // 100,000 ended tasks over the last ten days, of ten jobs, and a few live ones.
+    sqlx::query(
+        "INSERT INTO jobs (group_name, name, kind, spec, worker_group, data_time_period)
+         SELECT 'default', 'job' || n, 'noop', '{}', 'default', 'hour'
+         FROM generate_series(1, 10) n",
+    )
+    .execute(env.store.pool())
+    .await?;
+    let start = jiff::Timestamp::now().as_millisecond() - 10 * 86_400_000;
+    for batch in 0..10 {
+        let ids: Vec<Uuid> = (0..10_000)
+            .map(|i| {
+                let ms = u64::try_from(start + (batch * 10_000 + i) * 8_640).unwrap_or(0);
+                let random: [u8; 10] = *Uuid::now_v7().as_bytes().last_chunk().unwrap_or(&[7; 10]);
+                uuid::Builder::from_unix_timestamp_millis(ms, &random).into_uuid()
+            })
+            .collect();
+        sqlx::query(
+            "INSERT INTO tasks (id, job_id, kind, spec, worker_group, status, created_at,
+                                started_at, finished_at, data_time, result)
+             SELECT id, (SELECT id FROM jobs ORDER BY random() LIMIT 1), 'noop', '{}', 'default',
+                    CASE WHEN random() < 0.05 THEN 'failed' ELSE 'succeeded' END,
+                    now() - interval '1 day', now() - interval '1 day', now() - interval '1 day',
+                    date_trunc('hour', now() - interval '1 day'),
+                    '{\"exit_code\":0,\"output\":\"done\\n\"}'
+             FROM unnest($1::uuid[]) AS id",
+        )
+        .bind(&ids)
+        .execute(env.store.pool())
+        .await?;
+    }
+    let port = chime_tests::free_port()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let mut api = tokio::process::Command::new(&binary)
+        .args(["up", "--api-addr", &format!("127.0.0.1:{port}")])
+        .env("CHIME_DATABASE_URL", &env.settings.database_url)
+        .env("CHIME_AMQP_URL", &env.settings.amqp_url)
+        .env("CHIME_PREFIX", &env.settings.prefix)
+        .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = api.id().context("the API's pid")?;
+    eventually("the API to answer", || async {
+        Ok(chime_tests::http()
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success()))
+    })
+    .await?;
+    let rss = |field: &str| -> Result<String> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        Ok(status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_default()
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or("0")
+            .to_string())
+    };
+    println!(
+        "store: 100000 tasks; `chime up` RSS before any browser: {} kB",
+        rss("VmRSS")?
+    );
+    let browser = Browser::launch(1366, 900).await?;
+    let page = browser.open("about:blank").await?;
+    for (path, ready) in [
+        ("/", "document.querySelector('[data-count=\"succeeded\"]')"),
+        (
+            "/tasks",
+            "document.querySelectorAll('tr[data-task]').length >= 50",
+        ),
+        (
+            "/jobs",
+            "document.querySelectorAll('tr[data-job]').length >= 10",
+        ),
+        ("/dependencies", "document.querySelector('main section')"),
+    ] {
+        for round in 0..2 {
+            let started = Instant::now();
+            page.goto(&format!("{base}{path}")).await?;
+            page.wait_for(path, ready).await?;
+            let elapsed = started.elapsed();
+            let bytes = page
+                .eval(
+                    "performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
+                       .reduce((n, e) => n + (e.encodedBodySize || 0), 0)",
+                )
+                .await?;
+            if round == 1 {
+                println!(
+                    "page {path}: first render {} ms, {bytes} bytes transferred (bodies)",
+                    elapsed.as_millis()
+                );
+            }
+        }
+    }
+    browser.close().await;
+
+    // Ten browsers watch the task list while 500 tasks flow.
+    let mut watchers = Vec::new();
+    for _ in 0..10 {
+        let browser = Browser::launch(1280, 800).await?;
+        watchers.push(browser);
+    }
+    let mut pages = Vec::new();
+    for browser in &watchers {
+        let page = browser.open(&format!("{base}/tasks")).await?;
+        page.wait_for(
+            "the list",
+            "document.querySelectorAll('tr[data-task]').length >= 50",
+        )
+        .await?;
+        pages.push(page);
+    }
+    let client = chime_tests::http();
+    let mut peak = 0_u64;
+    for _ in 0..500 {
+        client
+            .post(format!("{base}/api/v1/tasks"))
+            .json(&serde_json::json!({ "kind": "noop" }))
+            .send()
+            .await?;
+        peak = peak.max(rss("VmRSS")?.parse().unwrap_or(0));
+    }
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        peak = peak.max(rss("VmRSS")?.parse().unwrap_or(0));
+    }
+    for page in &pages {
+        page.wait_for(
+            "the live rows",
+            "[...document.querySelectorAll('tr[data-task] .status')].filter(e => e.textContent === 'succeeded').length >= 50",
+        )
+        .await?;
+    }
+    println!(
+        "ten browsers on /tasks, 500 tasks submitted: `chime up` RSS peak {peak} kB (VmHWM {} kB)",
+        rss("VmHWM")?
+    );
+    drop(pages);
+    for browser in watchers {
+        browser.close().await;
+    }
+    let _ = api.kill().await;
+    env.cleanup().await
+}

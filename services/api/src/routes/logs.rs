@@ -63,7 +63,10 @@ pub async fn task_logs(
         )));
     }
     if query.follow {
-        let stream = follow(state.store.clone(), id, query.attempt, status, output);
+        let stream = until_shutdown(
+            follow(state.store.clone(), id, query.attempt, status, output),
+            &state,
+        );
         return Ok(Sse::new(stream)
             .keep_alive(KeepAlive::default())
             .into_response());
@@ -94,6 +97,8 @@ struct Follower {
     pinned: Option<i32>,
     attempt: i32,
     sent: String,
+    /// The attempt's byte count when `sent` was read (while it ran).
+    sent_bytes: Option<i64>,
     first: Option<(TaskStatus, Option<AttemptOutput>)>,
     ended: bool,
 }
@@ -111,6 +116,7 @@ fn follow(
         pinned,
         attempt: 0,
         sent: String::new(),
+        sent_bytes: None,
         first: Some((status, output)),
         ended: false,
     };
@@ -141,13 +147,21 @@ fn follow(
                 if output.attempt != follower.attempt {
                     follower.attempt = output.attempt;
                     follower.sent.clear();
+                    follower.sent_bytes = Some(0);
                     events.push(
                         Event::default()
                             .event("attempt")
                             .data(json!({ "attempt": output.attempt }).to_string()),
                     );
                 }
-                let added = added_text(&follower.sent, &output.output);
+                let added = match (follower.sent_bytes, output.bytes) {
+                    // Both reads counted the bytes: exactly what was added.
+                    (Some(before), Some(now)) if now >= before => {
+                        last_bytes(&output.output, now - before)
+                    }
+                    _ => added_text(&follower.sent, &output.output),
+                };
+                follower.sent_bytes = output.bytes;
                 if !added.is_empty() {
                     events.push(
                         Event::default()
@@ -173,6 +187,25 @@ fn follow(
         }
     })
     .flat_map(|events| futures::stream::iter(events.into_iter().map(Ok)))
+}
+
+/// Ends `stream` when the server shuts down.
+fn until_shutdown<S: Stream>(stream: S, state: &AppState) -> impl Stream<Item = S::Item> + use<S> {
+    stream.take_until(state.shutdown.clone().cancelled_owned())
+}
+
+/// The last `count` bytes of `text` (from a character boundary), with a mark when more was
+/// added than the tail still holds.
+fn last_bytes(text: &str, count: i64) -> String {
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
+    if count > text.len() {
+        return format!("[… output skipped …]\n{text}");
+    }
+    let mut start = text.len() - count;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].to_string()
 }
 
 fn end_event(status: &str) -> Event {
@@ -202,7 +235,15 @@ fn added_text(before: &str, now: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::added_text;
+    use super::{added_text, last_bytes};
+
+    #[test]
+    fn counted_bytes_give_what_was_added_even_in_repetitive_output() {
+        assert_eq!(last_bytes("......", 2), "..");
+        assert_eq!(last_bytes("abc", 0), "");
+        assert_eq!(last_bytes("ab", 5), "[… output skipped …]\nab");
+        assert_eq!(last_bytes("aé", 1), "");
+    }
 
     #[test]
     fn new_text_is_what_follows_what_was_sent() {

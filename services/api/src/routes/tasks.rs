@@ -55,8 +55,13 @@ pub async fn create_task(
 pub struct ListParams {
     /// Only tasks in this status.
     status: Option<String>,
-    /// Only tasks of this job: `group.name`, or `name` in the `default` group.
+    /// Only tasks of this job: `group.name` (split at the first dot), or `name` in the `default`
+    /// group. For a group with a dot in it, use `job_group` and `job_name`.
     job: Option<String>,
+    /// With `job_name`: the job's group.
+    job_group: Option<String>,
+    /// Only tasks of the job of this name (in `job_group`, default `default`).
+    job_name: Option<String>,
     /// Only tasks for this worker group.
     worker_group: Option<String>,
     /// Only tasks of this kind.
@@ -112,10 +117,16 @@ pub async fn list_tasks(
             .transpose()
     };
     let nonempty = |v: Option<String>| v.filter(|v| !v.is_empty());
-    let job = nonempty(params.job).map(|job| match job.split_once('.') {
-        Some((group, name)) => (group.to_string(), name.to_string()),
-        None => ("default".to_string(), job),
-    });
+    let job = match (nonempty(params.job_name), nonempty(params.job)) {
+        (Some(name), _) => Some((
+            nonempty(params.job_group).unwrap_or_else(|| "default".into()),
+            name,
+        )),
+        (None, job) => job.map(|job| match job.split_once('.') {
+            Some((group, name)) => (group.to_string(), name.to_string()),
+            None => ("default".to_string(), job),
+        }),
+    };
     let before = nonempty(params.before)
         .map(|id| super::parse_uuid(&id, "task"))
         .transpose()?;

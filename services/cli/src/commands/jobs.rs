@@ -666,7 +666,7 @@ async fn show_job(client: &ApiClient, job: &Named, json: bool) -> Result<()> {
     let triggers: Vec<TriggerView> = client.get("/api/v1/triggers").await?;
     let full = format!("{}.{}", view.group, view.name);
     let field = |k: &str, v: String| println!("{k:<17} {v}");
-    field("job", full.clone());
+    field("job", full);
     field("kind", view.kind.clone());
     field("spec", view.spec.to_string());
     field("worker group", view.worker_group.clone());
@@ -761,7 +761,14 @@ async fn show_job(client: &ApiClient, job: &Named, json: bool) -> Result<()> {
         }
     }
     let runs: Vec<chime_core::model::TaskSummary> = client
-        .get_with("/api/v1/tasks", &[("job", full), ("limit", "10".into())])
+        .get_with(
+            "/api/v1/tasks",
+            &[
+                ("job_group", view.group.clone()),
+                ("job_name", view.name.clone()),
+                ("limit", "10".into()),
+            ],
+        )
         .await?;
     if !runs.is_empty() {
         println!("recent runs:");

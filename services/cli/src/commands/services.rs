@@ -99,9 +99,10 @@ pub async fn run_until(
     } else {
         None
     };
-    // A service's own metrics address; `chime api` and `chime up` serve /metrics on the API.
-    let metrics_listener = match (&node.settings.metrics_addr, services.api) {
-        (Some(addr), false) => Some(
+    // A metrics address of its own (the API also serves /metrics on its address, behind its
+    // tokens unless public; this one is for a scraper on an internal network).
+    let metrics_listener = match &node.settings.metrics_addr {
+        Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("listening for metrics on {addr}"))?,

@@ -163,21 +163,23 @@ pub async fn logs(
             }
         }
     }
-    Ok(())
+    anyhow::bail!("the API closed the stream before the task ended (restarted?): run it again")
 }
 
-/// Splits a server-sent event stream into (event, data) pairs as its bytes arrive.
+/// Splits a server-sent event stream into (event, data) pairs as its bytes arrive (a character
+/// split between two chunks is decoded once whole).
 #[derive(Debug, Default)]
 struct SseParser {
-    pending: String,
+    pending: Vec<u8>,
 }
 
 impl SseParser {
     fn push(&mut self, bytes: &[u8]) -> Vec<(String, String)> {
-        self.pending.push_str(&String::from_utf8_lossy(bytes));
+        self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
-        while let Some(end) = self.pending.find("\n\n") {
-            let block: String = self.pending.drain(..end + 2).collect();
+        while let Some(end) = self.pending.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = self.pending.drain(..end + 2).collect();
+            let block = String::from_utf8_lossy(&block);
             let mut event = String::from("message");
             let mut data = Vec::new();
             for line in block.lines() {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 pub struct OutputTail {
     inner: Arc<Mutex<VecDeque<u8>>>,
     writes: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
     limit: usize,
 }
 
@@ -19,6 +20,7 @@ impl OutputTail {
         Self {
             inner: Arc::new(Mutex::new(VecDeque::with_capacity(limit.min(8192)))),
             writes: Arc::new(AtomicU64::new(0)),
+            bytes: Arc::new(AtomicU64::new(0)),
             limit,
         }
     }
@@ -28,12 +30,23 @@ impl OutputTail {
         let Ok(mut buffer) = self.inner.lock() else {
             return;
         };
+        // Counted under the lock, so a snapshot's text and count agree.
+        self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         let keep = bytes.len().min(self.limit);
         let bytes = &bytes[bytes.len() - keep..];
         let overflow = (buffer.len() + bytes.len()).saturating_sub(self.limit);
         buffer.drain(..overflow);
         buffer.extend(bytes);
         self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The tail as text with how many bytes were pushed in all, read together.
+    pub fn snapshot(&self) -> (String, u64) {
+        let Ok(buffer) = self.inner.lock() else {
+            return (String::new(), 0);
+        };
+        let total = self.bytes.load(Ordering::Relaxed);
+        (tail_text(&buffer), total)
     }
 
     /// How many times bytes were pushed: a follower compares it to know whether the tail changed.
@@ -46,18 +59,22 @@ impl OutputTail {
         let Ok(buffer) = self.inner.lock() else {
             return String::new();
         };
-        let (front, back) = buffer.as_slices();
-        let mut bytes = Vec::with_capacity(buffer.len());
-        bytes.extend_from_slice(front);
-        bytes.extend_from_slice(back);
-        // skip UTF-8 continuation bytes left by the cut
-        let start = bytes
-            .iter()
-            .take(3)
-            .take_while(|b| (**b & 0xC0) == 0x80)
-            .count();
-        String::from_utf8_lossy(&bytes[start..]).into_owned()
+        tail_text(&buffer)
     }
+}
+
+fn tail_text(buffer: &VecDeque<u8>) -> String {
+    let (front, back) = buffer.as_slices();
+    let mut bytes = Vec::with_capacity(buffer.len());
+    bytes.extend_from_slice(front);
+    bytes.extend_from_slice(back);
+    // skip UTF-8 continuation bytes left by the cut
+    let start = bytes
+        .iter()
+        .take(3)
+        .take_while(|b| (**b & 0xC0) == 0x80)
+        .count();
+    String::from_utf8_lossy(&bytes[start..]).into_owned()
 }
 
 #[cfg(test)]
