@@ -148,3 +148,35 @@ async fn the_task_list_narrows_by_kind_group_and_age_and_pages() -> Result<()> {
     );
     env.cleanup().await
 }
+
+/// A dashboard left open (its live feed) and a follower of a task that never ends do not hold
+/// the API up when it stops: their streams end with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_streams_end_when_the_api_stops() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let id = env
+        .submit(&["--kind", "shell", "--script", "sleep 600"])
+        .await?;
+    let feed = http()
+        .get(format!("{}/api/v1/events", env.api_url()))
+        .send()
+        .await?;
+    let logs = http()
+        .get(format!(
+            "{}/api/v1/tasks/{id}/logs?follow=true",
+            env.api_url()
+        ))
+        .send()
+        .await?;
+    anyhow::ensure!(feed.status().is_success() && logs.status().is_success());
+    tokio::time::timeout(std::time::Duration::from_secs(60), env.stop())
+        .await
+        .context("the services did not stop with streams open")??;
+    // Both streams were ended by the server, not left hanging.
+    for (what, stream) in [("events", feed), ("logs", logs)] {
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(30), stream.bytes()).await;
+        assert!(ended.is_ok(), "the {what} stream was not ended");
+    }
+    env.cleanup().await
+}
