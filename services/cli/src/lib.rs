@@ -80,13 +80,13 @@ enum Command {
     Migrate,
     /// Submits an ad-hoc task and prints its id.
     Submit(commands::submit::SubmitArgs),
-    /// Lists or shows tasks.
+    /// Lists, shows, follows (logs), kills and re-runs tasks.
     #[command(subcommand)]
     Task(TaskCommand),
-    /// Creates, lists and shows jobs.
+    /// Creates, shows, runs, pauses and links jobs (dependencies).
     #[command(subcommand)]
     Job(commands::jobs::JobCommand),
-    /// Creates, lists and shows triggers.
+    /// Creates, shows, pauses and deletes triggers.
     #[command(subcommand)]
     Trigger(commands::jobs::TriggerCommand),
     /// Creates, lists and deletes calendars.

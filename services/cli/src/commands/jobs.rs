@@ -521,7 +521,16 @@ fn new_trigger(args: TriggerCreate) -> Result<NewTrigger> {
                 return Err(BadInput("give --cron, --every or --schedule".into()).into());
             }
         },
-        calendar: args.calendar,
+        calendar: match args.calendar {
+            Some(json) if json.trim_start().starts_with('{') => {
+                return Err(BadInput(format!(
+                    "--calendar {json}: give a stored calendar's name; make one first with \
+                     `chime calendar create NAME --definition JSON`"
+                ))
+                .into());
+            }
+            other => other,
+        },
         misfire_policy,
         priority: args.priority,
         description: None,

@@ -24,6 +24,17 @@ pub struct PreviewArgs {
 pub fn run(args: PreviewArgs) -> Result<()> {
     let trigger: ScheduleSpec =
         serde_json::from_str(&args.trigger).map_err(|e| BadInput(format!("--trigger: {e}")))?;
+    if let Some(name) = args
+        .calendar
+        .as_deref()
+        .filter(|c| !c.trim_start().starts_with('{'))
+    {
+        return Err(BadInput(format!(
+            "--calendar {name:?}: preview reads no store, so it takes a calendar as JSON (a \
+             stored one's definition is in `chime calendar list --json`)"
+        ))
+        .into());
+    }
     let calendar: Option<CalendarSpec> = args
         .calendar
         .as_deref()
