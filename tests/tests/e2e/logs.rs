@@ -140,6 +140,27 @@ async fn the_task_list_narrows_by_kind_group_and_age_and_pages() -> Result<()> {
     let listed: Vec<TaskSummary> =
         serde_json::from_slice(&out.stdout).context("task list --json")?;
     assert_eq!(listed.len(), 3);
+    let out = env
+        .chime(&["task", "list", "--text", "NOOP", "--json"])
+        .await?;
+    let listed: Vec<TaskSummary> = serde_json::from_slice(&out.stdout).context("--text")?;
+    assert_eq!(
+        listed.len(),
+        3,
+        "the text matches the kind, case-insensitively"
+    );
+    let out = env
+        .chime(&[
+            "task",
+            "list",
+            "--data-time-from",
+            "2999-01-01T00:00:00Z",
+            "--json",
+        ])
+        .await?;
+    let listed: Vec<TaskSummary> =
+        serde_json::from_slice(&out.stdout).context("--data-time-from")?;
+    assert!(listed.is_empty(), "{listed:?}");
     let out = env.chime(&["task", "list", "--since", "soon"]).await?;
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(

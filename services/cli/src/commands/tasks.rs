@@ -24,6 +24,16 @@ pub struct ListArgs {
     /// Only tasks created since: an age (30m, 12h, 7d) or an RFC 3339 time.
     #[arg(long)]
     pub since: Option<String>,
+    /// Only tasks whose data time is at or after this (RFC 3339).
+    #[arg(long)]
+    pub data_time_from: Option<jiff::Timestamp>,
+    /// Only tasks whose data time is before this (RFC 3339).
+    #[arg(long)]
+    pub data_time_to: Option<jiff::Timestamp>,
+    /// Only tasks whose id starts with, or whose job name, kind, reason or submitter contains,
+    /// this text.
+    #[arg(long)]
+    pub text: Option<String>,
     /// The next page: tasks older than this task id (the last of the previous page).
     #[arg(long)]
     pub before: Option<uuid::Uuid>,
@@ -52,6 +62,15 @@ pub async fn list(client: &ApiClient, args: ListArgs) -> Result<()> {
     }
     if let Some(since) = args.since {
         query.push(("since", since_time(&since)?));
+    }
+    if let Some(from) = args.data_time_from {
+        query.push(("data_time_from", from.to_string()));
+    }
+    if let Some(to) = args.data_time_to {
+        query.push(("data_time_to", to.to_string()));
+    }
+    if let Some(text) = args.text {
+        query.push(("q", text));
     }
     if let Some(before) = args.before {
         query.push(("before", before.to_string()));
