@@ -16,7 +16,9 @@ const SAMPLE_EVERY: Duration = Duration::from_secs(15);
 /// Sets the gauges every [`SAMPLE_EVERY`] until `shutdown`.
 pub async fn run(store: Store, broker: Broker, shutdown: CancellationToken) {
     async {
-        let mut tick = tokio::time::interval(SAMPLE_EVERY);
+        // Not at once: the first sample comes once the services have declared their queues.
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + SAMPLE_EVERY, SAMPLE_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Series seen last time, so a status or group that emptied goes to 0, not stale.
         let mut last_live: Vec<(String, String)> = Vec::new();

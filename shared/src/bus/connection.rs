@@ -224,6 +224,14 @@ impl Supervisor {
 }
 
 /// Resolves when the connection reports an error or stops being connected.
+/// Whether `error` is a channel-level (soft) AMQP error, which leaves the connection open.
+fn is_soft(error: &lapin::Error) -> bool {
+    matches!(
+        error.kind(),
+        lapin::ErrorKind::ProtocolError(e) if matches!(e.kind(), lapin::protocol::AMQPErrorKind::Soft(_))
+    )
+}
+
 async fn watch_until_broken(
     conn: &Connection,
     events: impl futures::Stream<Item = Event> + Send + 'static,
@@ -233,6 +241,11 @@ async fn watch_until_broken(
     loop {
         tokio::select! {
             event = events.next() => match event {
+                // A soft error closes one channel (a passive declare of a queue not made yet,
+                // say); the connection and every other channel carry on.
+                Some(Event::Error(error)) if is_soft(&error) => {
+                    tracing::debug!(%error, "a channel was closed; the connection stays");
+                }
                 Some(Event::Error(error)) => return error.to_string(),
                 Some(_) => {}
                 None => return "connection dropped".into(),

@@ -249,3 +249,36 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
     );
     env.cleanup().await
 }
+
+/// Asking the broker about a queue that does not exist yet (a declared worker group no worker
+/// serves, as the gauges and the overview do) closes only that channel: the connection stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_about_a_missing_queue_keeps_the_connection() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
+    let broker = chime_core::bus::Broker::start(
+        env.settings.amqp_url.clone(),
+        topology.clone(),
+        "test".into(),
+        shutdown.clone(),
+    );
+    eventually("the broker connection", || async { Ok(broker.is_ready()) }).await?;
+    let generation = broker.generation();
+    for _ in 0..3 {
+        let depth = broker
+            .queue_depth(&topology.group_queue("nobody-serves-this"))
+            .await?;
+        assert_eq!(depth, None);
+    }
+    // Give a reconnection (the old behaviour) time to show.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(broker.is_ready());
+    assert_eq!(
+        broker.generation(),
+        generation,
+        "the connection was replaced"
+    );
+    shutdown.cancel();
+    env.cleanup().await
+}
