@@ -472,9 +472,9 @@ async fn run(cli: Cli) -> Result<()> {
     // socket write that would block); real connection losses are logged by chime's own
     // supervisor.
     chime_core::telemetry::init_logging(if serving {
-        "info,lapin::channels=off,lapin::io_loop=off"
+        "info,lapin::channel=off,lapin::channels=off,lapin::io_loop=off"
     } else {
-        "warn,lapin::channels=off,lapin::io_loop=off"
+        "warn,lapin::channel=off,lapin::channels=off,lapin::io_loop=off"
     });
     match cli.command {
         Command::Up(ref args) => {
