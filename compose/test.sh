@@ -32,11 +32,17 @@ for image in postgres rabbitmq; do
   docker build -q --build-arg BASE_IMAGE=local/debian:bookworm -t "local/chime-$image" \
     "compose/images/$image" >/dev/null
 done
-say "building chime's image (host-built binary)"
-cargo build --release --locked --bin chime
+# The test suite has built the debug binary already; CHIME_PROFILE=release tests the release one.
+profile=${CHIME_PROFILE:-debug}
+say "building chime's image (the host-built $profile binary)"
+if [ "$profile" = release ]; then cargo build --release --locked --bin chime; else cargo build --locked --bin chime; fi
+# Into the build context, wherever CARGO_TARGET_DIR put it.
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -E 's/.*"target_directory":"([^"]+)".*/\1/')
+mkdir -p target/compose
+cp "$target_dir/$profile/chime" target/compose/chime
 started=$(date +%s.%N)
 DOCKER_BUILDKIT=1 docker build -q -f compose/Dockerfile --build-arg BASE_IMAGE=local/debian:bookworm \
-  --build-arg BINARY=prebuilt -t chime:latest . >/dev/null
+  --build-arg BINARY=prebuilt --build-arg PREBUILT=target/compose/chime -t chime:latest . >/dev/null
 
 cleanup
 say "starting the stack"
