@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 
 project=chimetest
 export CHIME_API_TOKEN=${CHIME_API_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
-compose=(docker compose -p "$project" -f compose/docker-compose.yml -f compose/local-images.yml)
+# README's `docker compose up` (the root compose.yaml), with images built here instead of pulled.
+compose=(docker compose -p "$project" -f compose.yaml -f compose/local-images.yml)
 api=http://127.0.0.1:8080
 say() { echo "compose/test.sh: $*" >&2; }
 trap 'say "FAILED at line $LINENO"' ERR
