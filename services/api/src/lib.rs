@@ -246,33 +246,57 @@ pub async fn serve(
         .map_err(ApiStartError::Serve)
 }
 
-/// Serves this process's Prometheus metrics alone (`GET /metrics`) on `listener` until
-/// `shutdown`: how `chime scheduler`, `chime worker` and `chime dependency` expose theirs
-/// (`--metrics-addr`). Metrics carry no task data; bind them where only the scraper reaches.
+/// Serves this process's Prometheus metrics (`GET /metrics`) and its health (`/healthz`, and
+/// `/readyz`: the database answers and the broker is connected) on `listener` until `shutdown`:
+/// how `chime scheduler`, `chime worker` and `chime dependency` expose theirs (`--metrics-addr`),
+/// and what their container health checks ask. Carries no task data; bind it where only the
+/// scraper and the orchestrator reach.
 pub async fn serve_metrics(
     listener: TcpListener,
+    node: std::sync::Arc<Node>,
     shutdown: CancellationToken,
 ) -> Result<(), ApiStartError> {
     let handle = chime_core::telemetry::metrics_handle();
-    let app = Router::new().route(
-        "/metrics",
-        get(move || {
-            let body = handle
-                .as_ref()
-                .map(|h| {
-                    h.run_upkeep();
-                    h.render()
-                })
-                .unwrap_or_default();
-            std::future::ready((
-                [(
-                    axum::http::header::CONTENT_TYPE,
-                    "text/plain; version=0.0.4",
-                )],
-                body,
-            ))
-        }),
-    );
+    let ready = move || {
+        let node = node.clone();
+        async move {
+            let database = node.store.ping().await.is_ok();
+            let broker = node.broker.is_ready();
+            let status = if database && broker {
+                axum::http::StatusCode::OK
+            } else {
+                axum::http::StatusCode::SERVICE_UNAVAILABLE
+            };
+            (
+                status,
+                axum::Json(serde_json::json!({
+                    "ready": database && broker, "database": database, "broker": broker
+                })),
+            )
+        }
+    };
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let body = handle
+                    .as_ref()
+                    .map(|h| {
+                        h.run_upkeep();
+                        h.render()
+                    })
+                    .unwrap_or_default();
+                std::future::ready((
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4",
+                    )],
+                    body,
+                ))
+            }),
+        )
+        .route("/healthz", get(routes::health::healthz))
+        .route("/readyz", get(ready));
     info!(addr = ?listener.local_addr().ok(), "metrics listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })

@@ -111,9 +111,9 @@ pub async fn run_until(
     };
     let node = std::sync::Arc::new(node);
     if let Some(listener) = metrics_listener {
-        let stop = shutdown.clone();
+        let (stop, node) = (shutdown.clone(), node.clone());
         running.spawn(async move {
-            if let Err(e) = chime_api::serve_metrics(listener, stop).await {
+            if let Err(e) = chime_api::serve_metrics(listener, node, stop).await {
                 error!(error = %e, "metrics endpoint stopped");
             }
         });
