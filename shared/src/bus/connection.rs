@@ -44,6 +44,7 @@ impl Broker {
         let generation = Arc::new(AtomicU64::new(0));
         let supervisor = Supervisor {
             url,
+            next_node: std::sync::atomic::AtomicUsize::new(0),
             topology: topology.clone(),
             connection_name,
             current: tx,
@@ -147,8 +148,20 @@ impl Broker {
     }
 }
 
+/// The nodes of a broker URL setting: one URL, or several separated by commas (the nodes of a
+/// cluster, tried in turn).
+pub fn broker_urls(setting: &str) -> Vec<&str> {
+    let urls: Vec<&str> = setting
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect();
+    if urls.is_empty() { vec![setting] } else { urls }
+}
+
 struct Supervisor {
     url: String,
+    next_node: std::sync::atomic::AtomicUsize,
     topology: Topology,
     connection_name: String,
     current: watch::Sender<Option<Arc<Connection>>>,
@@ -202,14 +215,34 @@ impl Supervisor {
             .build()
     }
 
+    /// Connects to the first node that answers, starting after the one used last (so a node
+    /// that went away is not the first one tried again), and declares the topology.
     async fn connect(&self) -> Result<Connection, String> {
+        let urls = broker_urls(&self.url);
+        let first = self.next_node.load(Ordering::Relaxed);
+        let mut errors = Vec::new();
+        for offset in 0..urls.len() {
+            let index = (first + offset) % urls.len();
+            match self.connect_to(urls[index]).await {
+                Ok(conn) => {
+                    self.next_node.store(index + 1, Ordering::Relaxed);
+                    return Ok(conn);
+                }
+                Err(error) if urls.len() > 1 => errors.push(format!("node {}: {error}", index + 1)),
+                Err(error) => return Err(error),
+            }
+        }
+        self.next_node.store(first + 1, Ordering::Relaxed);
+        Err(errors.join("; "))
+    }
+
+    async fn connect_to(&self, url: &str) -> Result<Connection, String> {
         let properties = ConnectionProperties::default()
             .with_connection_name(self.connection_name.clone().into());
-        let conn =
-            tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(&self.url, properties))
-                .await
-                .map_err(|_| format!("connecting timed out after {CONNECT_TIMEOUT:?}"))?
-                .map_err(|e| format!("connecting: {e}"))?;
+        let conn = tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url, properties))
+            .await
+            .map_err(|_| format!("connecting timed out after {CONNECT_TIMEOUT:?}"))?
+            .map_err(|e| format!("connecting: {e}"))?;
         let channel = conn
             .create_channel()
             .await

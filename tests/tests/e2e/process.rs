@@ -282,3 +282,20 @@ async fn a_question_about_a_missing_queue_keeps_the_connection() -> Result<()> {
     shutdown.cancel();
     env.cleanup().await
 }
+
+/// `CHIME_AMQP_URL` may list a cluster's nodes: with the first one unreachable, the services
+/// connect to the next and tasks run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_broker_url_may_list_several_nodes_and_a_dead_one_is_skipped() -> Result<()> {
+    let (pg, amqp) = chime_tests::server_urls();
+    let dead = format!(
+        "amqp://guest:guest@127.0.0.1:{}/%2f",
+        chime_tests::free_port()?
+    );
+    let mut env = TestEnv::with_amqp_url(&pg, &format!("{dead}, {amqp}")).await?;
+    env.start(chime_cli::commands::services::Services::ALL)
+        .await?;
+    let id = env.submit(&["--kind", "noop"]).await?;
+    assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Succeeded);
+    env.cleanup().await
+}
