@@ -259,21 +259,7 @@ pub async fn serve_metrics(
     let handle = chime_core::telemetry::metrics_handle();
     let ready = move || {
         let node = node.clone();
-        async move {
-            let database = node.store.ping().await.is_ok();
-            let broker = node.broker.is_ready();
-            let status = if database && broker {
-                axum::http::StatusCode::OK
-            } else {
-                axum::http::StatusCode::SERVICE_UNAVAILABLE
-            };
-            (
-                status,
-                axum::Json(serde_json::json!({
-                    "ready": database && broker, "database": database, "broker": broker
-                })),
-            )
-        }
+        async move { routes::health::readiness(&node.store, &node.broker).await }
     };
     let app = Router::new()
         .route(

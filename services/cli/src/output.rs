@@ -47,27 +47,27 @@ pub fn time_in(t: Timestamp, zone: &str) -> String {
     }
 }
 
-/// A schedule's zone: its `time_zone`, or UTC.
-pub fn schedule_zone(schedule: &chime_core::schedule::ScheduleSpec) -> String {
-    serde_json::to_value(schedule)
-        .ok()
-        .and_then(|v| v.get("time_zone")?.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "UTC".into())
-}
-
 /// A schedule in a few words: `cron 0 30 2 * * ?`, `every 60000 ms`, …
 pub fn describe_schedule(schedule: &chime_core::schedule::ScheduleSpec) -> String {
-    let v = serde_json::to_value(schedule).unwrap_or_default();
-    let s = |k: &str| {
-        v.get(k)
-            .map(|x| x.to_string().trim_matches('"').to_string())
+    use chime_core::schedule::ScheduleSpec;
+    let unit = |u: &chime_core::schedule::IntervalUnit| {
+        serde_json::to_value(u)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default()
     };
-    match s("kind").as_str() {
-        "cron" => format!("cron {}", s("cron")),
-        "simple" => format!("every {} ms", s("interval_ms")),
-        "calendar_interval" => format!("every {} {}", s("interval"), s("unit")),
-        "daily_time_interval" => format!("every {} {} within the day", s("interval"), s("unit")),
-        _ => v.to_string(),
+    match schedule {
+        ScheduleSpec::Cron { cron, .. } => format!("cron {cron}"),
+        ScheduleSpec::Simple { interval_ms, .. } => format!("every {interval_ms} ms"),
+        ScheduleSpec::CalendarInterval {
+            interval, unit: u, ..
+        } => {
+            format!("every {interval} {}", unit(u))
+        }
+        ScheduleSpec::DailyTimeInterval {
+            interval, unit: u, ..
+        } => {
+            format!("every {interval} {} within the day", unit(u))
+        }
     }
 }

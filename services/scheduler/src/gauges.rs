@@ -38,11 +38,7 @@ pub async fn run(store: Store, broker: Broker, shutdown: CancellationToken) {
                         last_live.push((status.clone(), group.clone()));
                     }
                     for group in &snapshot.worker_groups {
-                        let online = snapshot
-                            .workers_online
-                            .iter()
-                            .find(|(g, _)| g == group)
-                            .map_or(0, |(_, n)| *n);
+                        let online = snapshot.workers_online_in(group);
                         metrics::gauge!("chime_workers_online", "worker_group" => group.clone())
                             .set(online as f64);
                         let queue = broker.topology().group_queue(group);

@@ -113,6 +113,17 @@ impl ScheduleSpec {
         }
     }
 
+    /// The IANA zone the schedule is evaluated in (UTC when it names none; a simple trigger has
+    /// none).
+    pub fn time_zone(&self) -> &str {
+        match self {
+            Self::Cron { time_zone, .. }
+            | Self::CalendarInterval { time_zone, .. }
+            | Self::DailyTimeInterval { time_zone, .. } => time_zone.as_deref().unwrap_or("UTC"),
+            Self::Simple { .. } => "UTC",
+        }
+    }
+
     /// The schedule's end time, if it has one.
     pub fn end_time(&self) -> Option<Timestamp> {
         match self {

@@ -23,6 +23,16 @@ pub struct SystemGauges {
     pub worker_groups: Vec<String>,
 }
 
+impl SystemGauges {
+    /// Workers online serving `group`.
+    pub fn workers_online_in(&self, group: &str) -> i64 {
+        self.workers_online
+            .iter()
+            .find(|(g, _)| g == group)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
 /// Reads the snapshot (four statements, each on an index).
 pub async fn read(store: &Store) -> Result<SystemGauges, StoreError> {
     let live_tasks: Vec<(String, String, i64)> = sqlx::query_as(

@@ -15,8 +15,17 @@ pub async fn healthz() -> impl IntoResponse {
 
 /// Ready: the database answers and the broker is connected with the topology declared.
 pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
-    let database = state.store.ping().await.is_ok();
-    let broker = state.broker.is_ready();
+    readiness(&state.store, &state.broker).await
+}
+
+/// The readiness answer of a process with `store` and `broker` (the API's `/readyz`, and every
+/// service's metrics port).
+pub async fn readiness(
+    store: &chime_core::store::Store,
+    broker: &chime_core::bus::Broker,
+) -> impl IntoResponse + use<> {
+    let database = store.ping().await.is_ok();
+    let broker = broker.is_ready();
     let status = if database && broker {
         StatusCode::OK
     } else {

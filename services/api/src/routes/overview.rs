@@ -66,11 +66,7 @@ pub async fn overview(State(state): State<AppState>) -> Result<Json<Overview>, A
             .filter(|(_, g, _)| g == group)
             .map(|(status, _, n)| (status.clone(), *n))
             .collect();
-        let workers_online = snapshot
-            .workers_online
-            .iter()
-            .find(|(g, _)| g == group)
-            .map_or(0, |(_, n)| *n);
+        let workers_online = snapshot.workers_online_in(group);
         let stats = state
             .broker
             .queue_stats(&state.broker.topology().group_queue(group))

@@ -471,11 +471,11 @@ pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> 
             field("state", t.state.clone());
             field("fired", t.times_triggered.to_string());
             field("previous fire", time(t.prev_fire_time));
-            let zone = crate::output::schedule_zone(&t.schedule);
+            let zone = t.schedule.time_zone();
             println!("next fires ({zone}):");
             for fire in &t.next_fires {
                 match fire.parse::<jiff::Timestamp>() {
-                    Ok(at) => println!("  {}", crate::output::time_in(at, &zone)),
+                    Ok(at) => println!("  {}", crate::output::time_in(at, zone)),
                     Err(_) => println!("  {fire}"),
                 }
             }
@@ -736,10 +736,10 @@ async fn show_job(client: &ApiClient, job: &Named, json: bool) -> Result<()> {
     } else {
         println!("triggers:");
         for t in mine {
-            let zone = crate::output::schedule_zone(&t.schedule);
+            let zone = t.schedule.time_zone();
             let next = t
                 .next_fire_time
-                .map_or("-".into(), |at| crate::output::time_in(at, &zone));
+                .map_or("-".into(), |at| crate::output::time_in(at, zone));
             println!(
                 "  {}.{}  {}  {}  next {}",
                 t.group,
