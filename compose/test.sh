@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Runs chime's compose stack on this machine and checks it through the published API: ad-hoc
-# tasks and a cron job succeed, workers scale to four and share tasks, a worker restarted
-# mid-task loses nothing, and `down -v` removes everything.
+# Runs chime's compose stack on this machine and checks it through the published API.
+#
+#   compose/test.sh          README's `docker compose up`: ad-hoc tasks and a cron job succeed,
+#                            workers scale to four and share tasks, a worker restarted mid-task
+#                            loses nothing, and `down -v` removes everything.
+#   compose/test.sh cluster  the three-node RabbitMQ cluster (compose/cluster.yaml): tasks flow at
+#                            a steady rate while the busiest node is stopped and started again;
+#                            every task runs exactly once and the outage shows in the metrics.
+# Both print the tasks/s the stack sustains for a burst of noop tasks submitted through the API.
 #
 # No image registry is needed: the base image is made with mmdebstrap from the Debian mirror apt
 # uses, PostgreSQL and RabbitMQ images from Debian's packages (compose/images/), and chime's own
@@ -10,16 +16,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-project=chimetest
+mode=${1:-single}
+case "$mode" in
+  single) project=chimetest; files=(-f compose.yaml -f compose/local-images.yml) ;;
+  # The cluster's files as README gives them, with images built here instead of pulled.
+  cluster) project=chimecluster
+    files=(-f compose.yaml -f compose/cluster.yaml -f compose/local-images.yml -f compose/local-images.cluster.yml)
+    export CHIME_ERLANG_COOKIE=${CHIME_ERLANG_COOKIE:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')} ;;
+  *) echo "usage: compose/test.sh [cluster]" >&2; exit 2 ;;
+esac
 export CHIME_API_TOKEN=${CHIME_API_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+# Where the cluster test's tasks record that they ran (a directory every worker mounts).
+runs=$(mktemp -d)
+chmod 1777 "$runs"
+export CHIME_TEST_RUNS=$runs
+[ "$mode" = cluster ] && files+=(-f compose/test-runs.yml)
 # README's `docker compose up` (the root compose.yaml), with images built here instead of pulled.
-compose=(docker compose -p "$project" -f compose.yaml -f compose/local-images.yml)
+compose=(docker compose -p "$project" "${files[@]}")
 api=http://127.0.0.1:8080
-say() { echo "compose/test.sh: $*" >&2; }
+say() { echo "compose/test.sh $mode: $*" >&2; }
 trap 'say "FAILED at line $LINENO"' ERR
 fail() { say "FAILED: $*"; "${compose[@]}" logs --tail 30 >&2 || true; exit 1; }
 cleanup() { "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true; }
-trap cleanup EXIT
+trap 'cleanup; rm -rf "$runs"' EXIT
 
 mirror=$( (grep -hoE 'https?://[^ ]+debian/?' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true) | head -n 1)
 if ! docker image inspect local/debian:bookworm >/dev/null 2>&1; then
@@ -47,11 +66,12 @@ DOCKER_BUILDKIT=1 docker build -q -f compose/Dockerfile --build-arg BASE_IMAGE=l
 
 cleanup
 say "starting the stack"
-"${compose[@]}" up -d --no-build --wait --wait-timeout 180 || fail "the stack did not become healthy"
+"${compose[@]}" up -d --no-build --wait --wait-timeout 300 || fail "the stack did not become healthy"
 
 call() { curl -fsS -H "authorization: Bearer $CHIME_API_TOKEN" -H 'content-type: application/json' "$@"; }
 submit() { call -X POST "$api/api/v1/tasks" -d "$1" | sed -E 's/.*"id":"([^"]+)".*/\1/'; }
 status() { call "$api/api/v1/tasks/$1" | sed -E 's/.*"status":"([a-z]+)".*/\1/' | head -c 20; }
+sql() { "${compose[@]}" exec -T postgres psql -U chime -d chime -tAc "$1"; }
 wait_status() {
   local id=$1 want=$2
   for _ in $(seq 1 120); do
@@ -60,50 +80,170 @@ wait_status() {
   done
   fail "task $id did not become $want (it is $(status "$id"))"
 }
+# Tasks/s for a burst of $1 noop tasks: submitted through the API over 16 connections at once
+# (one curl), timed from the first submission to the last success (nothing else runs meanwhile).
+throughput() {
+  local count=$1 before t0 submitted done_at created urls
+  before=$(sql "SELECT count(*) FROM tasks WHERE status = 'succeeded'")
+  urls=$(mktemp)
+  for _ in $(seq 1 "$count"); do printf 'url = "%s"\noutput = "/dev/null"\n' "$api/api/v1/tasks"; done > "$urls"
+  t0=$(date +%s.%N)
+  created=$(curl -sS --parallel --parallel-max 16 -K "$urls" -X POST -w '%{http_code}\n' \
+    -H "authorization: Bearer $CHIME_API_TOKEN" -H 'content-type: application/json' -d '{"kind":"noop"}' \
+    | { grep -c '^201$' || true; })
+  submitted=$(date +%s.%N)
+  rm -f "$urls"
+  [ "$created" -eq "$count" ] || fail "$((count - created)) of $count submissions failed"
+  for _ in $(seq 1 600); do
+    [ "$(sql "SELECT count(*) FROM tasks WHERE status = 'succeeded'")" -ge $((before + count)) ] && break
+    sleep 0.2
+  done
+  [ "$(sql "SELECT count(*) FROM tasks WHERE status = 'succeeded'")" -ge $((before + count)) ] \
+    || fail "the burst of $count tasks did not all succeed"
+  done_at=$(date +%s.%N)
+  say "$(echo "scale=1; $count / ($done_at - $t0)" | bc) tasks/s: $count noop tasks through the API, submitted in $(echo "scale=1; ($submitted - $t0) / 1" | bc) s, all succeeded in $(echo "scale=1; ($done_at - $t0) / 1" | bc) s"
+}
 
 first=$(submit '{"kind":"shell","spec":{"command":["echo","hello from compose"]}}')
 wait_status "$first" succeeded
 say "first task succeeded $(echo "$(date +%s.%N) - $started" | bc) s after the image build began"
 
-say "a cron job firing every second"
-call -X POST "$api/api/v1/jobs" -d '{"name":"tick","kind":"noop","spec":{}}' >/dev/null
-call -X POST "$api/api/v1/triggers" \
-  -d '{"name":"every-second","job":"tick","schedule":{"kind":"cron","cron":"* * * * * ?"}}' >/dev/null
-for _ in $(seq 1 60); do
-  fired=$(call "$api/api/v1/tasks?job=default.tick&status=succeeded&limit=10" | { grep -o '"id"' || true; } | wc -l)
-  [ "$fired" -ge 3 ] && break
-  sleep 1
-done
-[ "${fired:-0}" -ge 3 ] || fail "the cron job did not run three times"
-call -X POST "$api/api/v1/triggers/default/every-second/pause" >/dev/null
+# Runs $2... in a RabbitMQ node's container ($1).
+on_node() { local node=$1; shift; "${compose[@]}" exec -T "$node" "$@"; }
+running_nodes() {
+  on_node "$1" rabbitmqctl -q cluster_status --formatter json \
+    | grep -oE '"running_nodes":\[[^]]*\]' | grep -oE 'rabbit@[a-z0-9]+' | sort -u | wc -l
+}
+# The sum of one metric over every chime container, read from each one's metrics port.
+metric_sum() {
+  local pattern=$1 total=0 value
+  for container in $("${compose[@]}" ps -q api scheduler dependency worker); do
+    value=$(docker exec "$container" curl -fsS http://127.0.0.1:9100/metrics 2>/dev/null \
+      | { grep -E "^$pattern" || true; } | awk '{ s += $NF } END { printf "%d", s }')
+    total=$((total + ${value:-0}))
+  done
+  echo "$total"
+}
+cluster_flow() {
+  [ "$(running_nodes rabbitmq)" -eq 3 ] || fail "the RabbitMQ cluster does not run three nodes"
+  replicas=$(on_node rabbitmq rabbitmq-queues -q quorum_status chime.group.default | grep -c 'rabbit@' || true)
+  [ "$replicas" -eq 3 ] || fail "the task queue has $replicas replicas, not 3"
+  say "three RabbitMQ nodes in one cluster; the task queue has a replica on each"
 
-say "scaling workers to four"
-"${compose[@]}" up -d --no-build --no-recreate --scale worker=4 --wait --wait-timeout 120 \
-  || fail "four workers did not start"
-for _ in $(seq 1 60); do
-  online=$(call "$api/api/v1/workers" | { grep -o '"status":"online"' || true; } | wc -l)
-  [ "$online" -ge 4 ] && break
-  sleep 1
-done
-[ "${online:-0}" -ge 4 ] || fail "four workers are not online ($online)"
-ids=()
-for n in $(seq 1 40); do
-  ids+=("$(submit '{"kind":"shell","spec":{"command":["sleep","1"]}}')")
-done
-for id in "${ids[@]}"; do wait_status "$id" succeeded; done
-used=$(for id in "${ids[@]}"; do call "$api/api/v1/tasks/$id" | { grep -oE '"worker":"[^"]+"' || true; }; done | sort -u | wc -l)
-[ "$used" -ge 4 ] || fail "40 tasks ran on $used workers, not all four"
-say "40 tasks shared by $used workers"
+  call -X POST "$api/api/v1/jobs" -d '{"name":"tick","kind":"noop","spec":{}}' >/dev/null
+  call -X POST "$api/api/v1/triggers" \
+    -d '{"name":"every-second","job":"tick","schedule":{"kind":"cron","cron":"* * * * * ?"}}' >/dev/null
+  # The steady flow: ten shell tasks a second, each recording its run in the shared directory.
+  (
+    while [ ! -e "$runs/stop" ]; do
+      if id=$(submit '{"kind":"shell","spec":{"command":["sh","-c","echo $CHIME_TASK_ID >> /runs/ran"]}}'); then
+        echo "$id" >> "$runs/submitted"
+      else
+        echo failed >> "$runs/submit-failures"
+      fi
+      sleep 0.1
+    done
+  ) &
+  submitter=$!
+  sleep 15
 
-say "restarting a worker mid-task"
-long=()
-for n in $(seq 1 8); do
-  long+=("$(submit '{"kind":"shell","spec":{"command":["sleep","5"]},"requests_recovery":true}')")
-done
-sleep 2
-"${compose[@]}" restart worker >/dev/null
-for id in "${long[@]}"; do wait_status "$id" succeeded; done
-say "8 tasks running through a worker restart all succeeded"
+  # Stop the node most of chime's connections are on.
+  node=$(on_node rabbitmq rabbitmqctl -q list_connections --no-table-headers pid \
+    | grep -oE 'rabbit@[a-z0-9]+' | sort | uniq -c | sort -rn | awk 'NR == 1 { sub("rabbit@", "", $2); print $2 }')
+  [ -n "$node" ] || fail "no connections to any node"
+  live=rabbitmq; [ "$node" = rabbitmq ] && live=rabbitmq2
+  say "stopping $node, the node most connections use, while tasks flow"
+  lost_before=$(metric_sum "chime_broker_connections_lost_total\\{node=\"$node:5672\"\\}")
+  "${compose[@]}" stop "$node" >/dev/null
+  sleep 20
+  curl -fsS "$api/readyz" >/dev/null || fail "the API is not ready with $node stopped"
+  lost=$(( $(metric_sum "chime_broker_connections_lost_total\\{node=\"$node:5672\"\\}") - lost_before ))
+  [ "$lost" -ge 1 ] || fail "no service counted a lost connection to $node"
+  connected=$(metric_sum "chime_broker_connected\\{node=\"$node:5672\"\\}")
+  [ "$connected" -eq 0 ] || fail "$connected services still report a connection to $node"
+  say "the outage is in the metrics: chime_broker_connections_lost_total{node=\"$node:5672\"} rose by $lost, chime_broker_connected for it is 0 everywhere"
+
+  say "starting $node again"
+  "${compose[@]}" start "$node" >/dev/null
+  for _ in $(seq 1 90); do
+    [ "$(docker inspect -f '{{.State.Health.Status}}' "$("${compose[@]}" ps -q "$node")")" = healthy ] && break
+    sleep 2
+  done
+  [ "$(running_nodes "$live")" -eq 3 ] || fail "$node did not rejoin the cluster"
+  sleep 10
+  touch "$runs/stop"
+  wait "$submitter"
+  call -X POST "$api/api/v1/triggers/default/every-second/pause" >/dev/null
+
+  [ ! -e "$runs/submit-failures" ] || fail "$(wc -l < "$runs/submit-failures") submissions failed"
+  submitted=$(sort -u "$runs/submitted" | wc -l)
+  ids="'{$(paste -sd, "$runs/submitted")}'::uuid[]"
+  for _ in $(seq 1 120); do
+    [ "$(sql "SELECT count(*) FROM tasks WHERE status NOT IN ('succeeded', 'failed', 'killed')")" -eq 0 ] && break
+    sleep 1
+  done
+  succeeded=$(sql "SELECT count(*) FROM tasks WHERE id = ANY($ids) AND status = 'succeeded'")
+  attempts=$(sql "SELECT count(*) FROM task_attempts WHERE task_id = ANY($ids)")
+  ran=$(wc -l < "$runs/ran" 2>/dev/null || echo 0)
+  twice=$(sort "$runs/ran" | uniq -d | wc -l)
+  missing=$(comm -23 <(sort -u "$runs/submitted") <(sort -u "$runs/ran") | wc -l)
+  say "$submitted tasks submitted: $succeeded succeeded, $attempts attempts, $ran runs recorded, $missing never ran, $twice ran twice"
+  [ "$succeeded" -eq "$submitted" ] && [ "$missing" -eq 0 ] && [ "$twice" -eq 0 ] && [ "$ran" -eq "$submitted" ] \
+    && [ "$attempts" -eq "$submitted" ] || fail "a task was lost or ran twice"
+  ticks=$(sql "SELECT count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE j.name = 'tick'")
+  ticks_ok=$(sql "SELECT count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE j.name = 'tick' AND t.status = 'succeeded'
+    AND (SELECT count(*) FROM task_attempts a WHERE a.task_id = t.id) = 1")
+  [ "$ticks" -ge 40 ] && [ "$ticks_ok" -eq "$ticks" ] || fail "the cron job ran $ticks times, $ticks_ok of them once and successfully"
+  say "the cron job fired $ticks times through the outage, each run once and succeeded"
+  throughput "$burst"
+}
+
+burst=${CHIME_BURST:-2000}
+if [ "$mode" = single ]; then
+  say "a cron job firing every second"
+  call -X POST "$api/api/v1/jobs" -d '{"name":"tick","kind":"noop","spec":{}}' >/dev/null
+  call -X POST "$api/api/v1/triggers" \
+    -d '{"name":"every-second","job":"tick","schedule":{"kind":"cron","cron":"* * * * * ?"}}' >/dev/null
+  for _ in $(seq 1 60); do
+    fired=$(call "$api/api/v1/tasks?job=default.tick&status=succeeded&limit=10" | { grep -o '"id"' || true; } | wc -l)
+    [ "$fired" -ge 3 ] && break
+    sleep 1
+  done
+  [ "${fired:-0}" -ge 3 ] || fail "the cron job did not run three times"
+  call -X POST "$api/api/v1/triggers/default/every-second/pause" >/dev/null
+  throughput "$burst"
+
+  say "scaling workers to four"
+  "${compose[@]}" up -d --no-build --no-recreate --scale worker=4 --wait --wait-timeout 120 \
+    || fail "four workers did not start"
+  for _ in $(seq 1 60); do
+    online=$(call "$api/api/v1/workers" | { grep -o '"status":"online"' || true; } | wc -l)
+    [ "$online" -ge 4 ] && break
+    sleep 1
+  done
+  [ "${online:-0}" -ge 4 ] || fail "four workers are not online ($online)"
+  ids=()
+  for n in $(seq 1 40); do
+    ids+=("$(submit '{"kind":"shell","spec":{"command":["sleep","1"]}}')")
+  done
+  for id in "${ids[@]}"; do wait_status "$id" succeeded; done
+  used=$(for id in "${ids[@]}"; do call "$api/api/v1/tasks/$id" | { grep -oE '"worker":"[^"]+"' || true; }; done | sort -u | wc -l)
+  [ "$used" -ge 4 ] || fail "40 tasks ran on $used workers, not all four"
+  say "40 tasks shared by $used workers"
+
+  say "restarting a worker mid-task"
+  long=()
+  for n in $(seq 1 8); do
+    long+=("$(submit '{"kind":"shell","spec":{"command":["sleep","5"]},"requests_recovery":true}')")
+  done
+  sleep 2
+  "${compose[@]}" restart worker >/dev/null
+  for id in "${long[@]}"; do wait_status "$id" succeeded; done
+  say "8 tasks running through a worker restart all succeeded"
+
+else
+  cluster_flow
+fi
 
 "${compose[@]}" down -v --remove-orphans >/dev/null
 left=$(docker ps -aq --filter "label=com.docker.compose.project=$project" | wc -l)

@@ -42,9 +42,12 @@ impl Broker {
     ) -> Self {
         let (tx, rx) = watch::channel(None);
         let generation = Arc::new(AtomicU64::new(0));
+        // Processes given the same list of nodes start at a random one, so their connections
+        // spread over a cluster instead of all landing on its first node.
+        let first_node = random_index(broker_urls(&url).len());
         let supervisor = Supervisor {
             url,
-            next_node: std::sync::atomic::AtomicUsize::new(0),
+            next_node: std::sync::atomic::AtomicUsize::new(first_node),
             topology: topology.clone(),
             connection_name,
             current: tx,
@@ -159,6 +162,39 @@ pub fn broker_urls(setting: &str) -> Vec<&str> {
     if urls.is_empty() { vec![setting] } else { urls }
 }
 
+/// The `host:port` of a broker URL, without credentials, vhost or query: how metrics and logs
+/// name a node.
+pub fn node_address(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("amqp", url));
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let has_port = host
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| !port.contains(']'));
+    if has_port {
+        host.to_string()
+    } else if scheme.eq_ignore_ascii_case("amqps") {
+        format!("{host}:5671")
+    } else {
+        format!("{host}:5672")
+    }
+}
+
+/// A random index below `len` (0 when `len` is 0), from the process's randomly seeded hasher.
+fn random_index(len: usize) -> usize {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    if len == 0 {
+        0
+    } else {
+        (random % len as u64) as usize
+    }
+}
+
 struct Supervisor {
     url: String,
     next_node: std::sync::atomic::AtomicUsize,
@@ -173,22 +209,29 @@ impl Supervisor {
         let mut backoff = self.backoff();
         while !shutdown.is_cancelled() {
             match self.connect().await {
-                Ok(conn) => {
+                Ok((conn, node)) => {
                     let conn = Arc::new(conn);
                     backoff = self.backoff();
                     self.generation.fetch_add(1, Ordering::AcqRel);
-                    metrics::counter!("chime_broker_connections_total").increment(1);
-                    info!("connected to RabbitMQ, topology declared");
+                    metrics::counter!("chime_broker_connections_total", "node" => node.clone())
+                        .increment(1);
+                    metrics::gauge!("chime_broker_connected", "node" => node.clone()).set(1.0);
+                    info!(%node, "connected to RabbitMQ, topology declared");
                     let events = conn.events_listener();
                     self.current.send_replace(Some(conn.clone()));
                     tokio::select! {
                         _ = shutdown.cancelled() => {
                             self.current.send_replace(None);
+                            metrics::gauge!("chime_broker_connected", "node" => node).set(0.0);
                             let _ = conn.close(200, "shutting down".into()).await;
                             return;
                         }
                         reason = watch_until_broken(&conn, events) => {
-                            warn!(%reason, "RabbitMQ connection lost; reconnecting");
+                            metrics::gauge!("chime_broker_connected", "node" => node.clone())
+                                .set(0.0);
+                            metrics::counter!("chime_broker_connections_lost_total", "node" => node.clone())
+                                .increment(1);
+                            warn!(%reason, %node, "RabbitMQ connection lost; reconnecting");
                             self.current.send_replace(None);
                             let _ = conn.close(320, "reconnecting".into()).await;
                         }
@@ -216,8 +259,9 @@ impl Supervisor {
     }
 
     /// Connects to the first node that answers, starting after the one used last (so a node
-    /// that went away is not the first one tried again), and declares the topology.
-    async fn connect(&self) -> Result<Connection, String> {
+    /// that went away is not the first one tried again), and declares the topology. Returns the
+    /// connection and the node's `host:port`.
+    async fn connect(&self) -> Result<(Connection, String), String> {
         let urls = broker_urls(&self.url);
         let first = self.next_node.load(Ordering::Relaxed);
         let mut errors = Vec::new();
@@ -226,7 +270,7 @@ impl Supervisor {
             match self.connect_to(urls[index]).await {
                 Ok(conn) => {
                     self.next_node.store(index + 1, Ordering::Relaxed);
-                    return Ok(conn);
+                    return Ok((conn, node_address(urls[index])));
                 }
                 Err(error) if urls.len() > 1 => errors.push(format!("node {}: {error}", index + 1)),
                 Err(error) => return Err(error),
@@ -289,5 +333,37 @@ async fn watch_until_broken(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_named_by_host_and_port_without_credentials() {
+        assert_eq!(
+            node_address("amqp://chime:secret@rabbitmq2:5672/%2f"),
+            "rabbitmq2:5672"
+        );
+        assert_eq!(
+            node_address("amqp://guest:guest@localhost"),
+            "localhost:5672"
+        );
+        assert_eq!(
+            node_address("amqps://u:p@broker.example/vh"),
+            "broker.example:5671"
+        );
+        assert_eq!(
+            node_address("amqp://[::1]:5673/%2f?heartbeat=10"),
+            "[::1]:5673"
+        );
+        assert_eq!(node_address("amqp://[::1]/%2f"), "[::1]:5672");
+    }
+
+    #[test]
+    fn a_random_index_stays_in_range() {
+        assert_eq!(random_index(0), 0);
+        assert!((0..100).all(|_| random_index(3) < 3));
     }
 }

@@ -103,7 +103,15 @@ pub fn describe() {
     );
     describe_counter!(
         "chime_broker_connections_total",
-        "Connections opened to the broker (more than one means reconnections)."
+        "Connections opened to the broker, by node (more than one means reconnections)."
+    );
+    describe_counter!(
+        "chime_broker_connections_lost_total",
+        "Connections to the broker that broke (node stopped, network cut), by node."
+    );
+    describe_gauge!(
+        "chime_broker_connected",
+        "1 while this process is connected to the node, 0 after it lost it."
     );
     // Worker.
     describe_counter!(
