@@ -194,6 +194,10 @@ cluster_flow() {
   say "$submitted tasks submitted: $succeeded succeeded, $attempts attempts, $ran runs recorded, $missing never ran, $twice ran twice"
   [ "$succeeded" -eq "$submitted" ] && [ "$missing" -eq 0 ] && [ "$twice" -eq 0 ] && [ "$ran" -eq "$submitted" ] \
     && [ "$attempts" -eq "$submitted" ] || fail "a task was lost or ran twice"
+  latency=$(sql "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms))::int || ' ms median, '
+    || round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms))::int || ' ms p99, ' || round(max(ms))::int || ' ms at most'
+    FROM (SELECT extract(epoch FROM finished_at - created_at) * 1000 AS ms FROM tasks WHERE id = ANY($ids)) t")
+  say "submitted to succeeded through the outage: $latency"
   ticks=$(sql "SELECT count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE j.name = 'tick'")
   ticks_ok=$(sql "SELECT count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE j.name = 'tick' AND t.status = 'succeeded'
     AND (SELECT count(*) FROM task_attempts a WHERE a.task_id = t.id) = 1")
@@ -202,6 +206,16 @@ cluster_flow() {
   throughput "$burst"
 }
 
+# Each chime container's peak resident memory (VmHWM of its chime process), for the figures.
+peak_rss() {
+  local line=""
+  for container in $("${compose[@]}" ps -q api scheduler dependency worker); do
+    line+=" $(docker inspect -f '{{.Name}}' "$container" | sed "s|^/${project}-||")=$(docker exec "$container" sh -c \
+      'for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = chime ] && sed -n "s/^VmHWM: *//p" "$p/status"; done' \
+      | head -n 1 | tr -d ' \t')"
+  done
+  say "peak RSS:$line"
+}
 burst=${CHIME_BURST:-2000}
 if [ "$mode" = single ]; then
   say "a cron job firing every second"
@@ -248,6 +262,7 @@ if [ "$mode" = single ]; then
 else
   cluster_flow
 fi
+peak_rss
 
 "${compose[@]}" down -v --remove-orphans >/dev/null
 left=$(docker ps -aq --filter "label=com.docker.compose.project=$project" | wc -l)
