@@ -28,7 +28,8 @@ esac
 export CHIME_API_TOKEN=${CHIME_API_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 # Where the cluster test's tasks record that they ran (a directory every worker mounts).
 runs=$(mktemp -d)
-chmod 1777 "$runs"
+chown 10001:10001 "$runs"  # the chime image's user
+chmod 0770 "$runs"
 export CHIME_TEST_RUNS=$runs
 [ "$mode" = cluster ] && files+=(-f compose/test-runs.yml)
 # README's `docker compose up` (the root compose.yaml), with images built here instead of pulled.
@@ -38,7 +39,8 @@ say() { echo "compose/test.sh $mode: $*" >&2; }
 trap 'say "FAILED at line $LINENO"' ERR
 fail() { say "FAILED: $*"; "${compose[@]}" logs --tail 30 >&2 || true; exit 1; }
 cleanup() { "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true; }
-trap 'cleanup; rm -rf "$runs"' EXIT
+submitter=
+trap '[ -z "$submitter" ] || kill "$submitter" 2>/dev/null || true; cleanup; rm -rf "$runs"' EXIT
 
 mirror=$( (grep -hoE 'https?://[^ ]+debian/?' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true) | head -n 1)
 if ! docker image inspect local/debian:bookworm >/dev/null 2>&1; then
@@ -84,27 +86,30 @@ wait_status() {
   fail "task $id did not become $want (it is $(status "$id"))"
 }
 # Tasks/s for a burst of $1 noop tasks: submitted through the API over 16 connections at once
-# (one curl), timed from the first submission to the last success (nothing else runs meanwhile).
+# (one curl), from the first task's creation to the last one's success on the database's clock
+# (nothing else runs meanwhile).
 throughput() {
-  local count=$1 before t0 submitted done_at created urls
-  before=$(sql "SELECT count(*) FROM tasks WHERE status = 'succeeded'")
+  local count=$1 since urls created figures where
+  since=$(sql "SELECT now()")
   urls=$(mktemp)
   for _ in $(seq 1 "$count"); do printf 'url = "%s"\noutput = "/dev/null"\n' "$api/api/v1/tasks"; done > "$urls"
-  t0=$(date +%s.%N)
   created=$(curl -sS --parallel --parallel-max 16 -K "$urls" -X POST -w '%{http_code}\n' \
     -H "authorization: Bearer $CHIME_API_TOKEN" -H 'content-type: application/json' -d '{"kind":"noop"}' \
     | { grep -c '^201$' || true; })
-  submitted=$(date +%s.%N)
   rm -f "$urls"
   [ "$created" -eq "$count" ] || fail "$((count - created)) of $count submissions failed"
-  for _ in $(seq 1 600); do
-    [ "$(sql "SELECT count(*) FROM tasks WHERE status = 'succeeded'")" -ge $((before + count)) ] && break
-    sleep 0.2
+  where="created_at >= '$since' AND kind = 'noop' AND job_id IS NULL"
+  for _ in $(seq 1 300); do
+    [ "$(sql "SELECT count(*) FROM tasks WHERE $where AND status = 'succeeded'")" -ge "$count" ] && break
+    sleep 1
   done
-  [ "$(sql "SELECT count(*) FROM tasks WHERE status = 'succeeded'")" -ge $((before + count)) ] \
+  [ "$(sql "SELECT count(*) FROM tasks WHERE $where AND status = 'succeeded'")" -ge "$count" ] \
     || fail "the burst of $count tasks did not all succeed"
-  done_at=$(date +%s.%N)
-  say "$(echo "scale=1; $count / ($done_at - $t0)" | bc) tasks/s: $count noop tasks through the API, submitted in $(echo "scale=1; ($submitted - $t0) / 1" | bc) s, all succeeded in $(echo "scale=1; ($done_at - $t0) / 1" | bc) s"
+  figures=$(sql "SELECT round(count(*) / extract(epoch FROM max(finished_at) - min(created_at)), 1) || ' tasks/s: '
+    || count(*) || ' noop tasks through the API, submitted in '
+    || round(extract(epoch FROM max(created_at) - min(created_at))::numeric, 1) || ' s, all succeeded in '
+    || round(extract(epoch FROM max(finished_at) - min(created_at))::numeric, 1) || ' s' FROM tasks WHERE $where")
+  say "$figures"
 }
 
 first=$(submit '{"kind":"shell","spec":{"command":["echo","hello from compose"]}}')
@@ -120,10 +125,11 @@ running_nodes() {
 }
 # The sum of one metric over every chime container, read from each one's metrics port.
 metric_sum() {
-  local pattern=$1 total=0 value
+  local pattern=$1 total=0 metrics value
   for container in $("${compose[@]}" ps -q api scheduler dependency worker); do
-    value=$(docker exec "$container" curl -fsS http://127.0.0.1:9100/metrics 2>/dev/null \
-      | { grep -E "^$pattern" || true; } | awk '{ s += $NF } END { printf "%d", s }')
+    metrics=$(docker exec "$container" curl -fsS http://127.0.0.1:9100/metrics) \
+      || { say "cannot read the metrics of $container"; return 1; }
+    value=$(grep -E "^$pattern" <<< "$metrics" | awk '{ s += $NF } END { printf "%d", s }')
     total=$((total + ${value:-0}))
   done
   echo "$total"
@@ -151,23 +157,31 @@ cluster_flow() {
   submitter=$!
   sleep 15
 
-  # Stop the node most of chime's connections are on.
-  node=$(on_node rabbitmq rabbitmqctl -q list_connections --no-table-headers pid \
-    | grep -oE 'rabbit@[a-z0-9]+' | sort | uniq -c | sort -rn | awk 'NR == 1 { sub("rabbit@", "", $2); print $2 }')
-  [ -n "$node" ] || fail "no connections to any node"
+  # Stop the node most workers are on (then most connections): one node and the process name of
+  # each connection to it.
+  connections=$(on_node rabbitmq rabbitmqctl -q list_connections --no-table-headers pid client_properties \
+    | sed -nE 's/.*rabbit@([a-z0-9]+)\..*"connection_name","chime ([a-z]+) on.*/\1 \2/p')
+  node=$(awk '{ score[$1] += ($2 == "worker") ? 100 : 1 } END { for (n in score) print score[n], n }' <<< "$connections" \
+    | sort -rn | awk 'NR == 1 { print $2 }')
+  [ -n "$node" ] || fail "no chime connection to any node"
+  on_it=$(awk -v n="$node" '$1 == n' <<< "$connections" | wc -l)
+  workers_on_it=$(awk -v n="$node" '$1 == n && $2 == "worker"' <<< "$connections" | wc -l)
   live=rabbitmq; [ "$node" = rabbitmq ] && live=rabbitmq2
-  say "stopping $node, the node most connections use, while tasks flow"
+  say "stopping $node ($on_it of chime's $(wc -l <<< "$connections") connections, $workers_on_it of them workers') while tasks flow"
   lost_before=$(metric_sum "chime_broker_connections_lost_total\\{node=\"$node:5672\"\\}")
+  outage_from=$(sql "SELECT now()")
   "${compose[@]}" stop "$node" >/dev/null
   sleep 20
   curl -fsS "$api/readyz" >/dev/null || fail "the API is not ready with $node stopped"
-  lost=$(( $(metric_sum "chime_broker_connections_lost_total\\{node=\"$node:5672\"\\}") - lost_before ))
-  [ "$lost" -ge 1 ] || fail "no service counted a lost connection to $node"
-  connected=$(metric_sum "chime_broker_connected\\{node=\"$node:5672\"\\}")
+  lost=$(metric_sum "chime_broker_connections_lost_total\\{node=\"$node:5672\"\\}") || fail "metrics unreadable"
+  lost=$((lost - lost_before))
+  [ "$lost" -ge "$on_it" ] || fail "$on_it processes were on $node but only $lost counted a lost connection"
+  connected=$(metric_sum "chime_broker_connected\\{node=\"$node:5672\"\\}") || fail "metrics unreadable"
   [ "$connected" -eq 0 ] || fail "$connected services still report a connection to $node"
   say "the outage is in the metrics: chime_broker_connections_lost_total{node=\"$node:5672\"} rose by $lost, chime_broker_connected for it is 0 everywhere"
 
   say "starting $node again"
+  outage_to=$(sql "SELECT now()")
   "${compose[@]}" start "$node" >/dev/null
   for _ in $(seq 1 90); do
     [ "$(docker inspect -f '{{.State.Health.Status}}' "$("${compose[@]}" ps -q "$node")")" = healthy ] && break
@@ -191,9 +205,12 @@ cluster_flow() {
   ran=$(wc -l < "$runs/ran" 2>/dev/null || echo 0)
   twice=$(sort "$runs/ran" | uniq -d | wc -l)
   missing=$(comm -23 <(sort -u "$runs/submitted") <(sort -u "$runs/ran") | wc -l)
-  say "$submitted tasks submitted: $succeeded succeeded, $attempts attempts, $ran runs recorded, $missing never ran, $twice ran twice"
+  during=$(sql "SELECT count(*) FROM tasks WHERE id = ANY($ids) AND created_at >= '$outage_from' AND finished_at < '$outage_to'")
+  say "$submitted tasks submitted: $succeeded succeeded, $attempts attempts, $ran runs recorded, $missing never ran, $twice ran twice; $during were submitted and succeeded while $node was down"
+  [ "$submitted" -ge 200 ] || fail "only $submitted tasks were submitted"
   [ "$succeeded" -eq "$submitted" ] && [ "$missing" -eq 0 ] && [ "$twice" -eq 0 ] && [ "$ran" -eq "$submitted" ] \
     && [ "$attempts" -eq "$submitted" ] || fail "a task was lost or ran twice"
+  [ "$during" -ge 20 ] || fail "tasks stopped flowing while $node was down ($during succeeded)"
   latency=$(sql "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms))::int || ' ms median, '
     || round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms))::int || ' ms p99, ' || round(max(ms))::int || ' ms at most'
     FROM (SELECT extract(epoch FROM finished_at - created_at) * 1000 AS ms FROM tasks WHERE id = ANY($ids)) t")
@@ -211,7 +228,7 @@ peak_rss() {
   local line=""
   for container in $("${compose[@]}" ps -q api scheduler dependency worker); do
     line+=" $(docker inspect -f '{{.Name}}' "$container" | sed "s|^/${project}-||")=$(docker exec "$container" sh -c \
-      'for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = chime ] && sed -n "s/^VmHWM: *//p" "$p/status"; done' \
+      'for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = chime ] && sed -n "s/^VmHWM: *//p" "$p/status"; done; true' \
       | head -n 1 | tr -d ' \t')"
   done
   say "peak RSS:$line"

@@ -258,9 +258,9 @@ impl Supervisor {
             .build()
     }
 
-    /// Connects to the first node that answers, starting after the one used last (so a node
-    /// that went away is not the first one tried again), and declares the topology. Returns the
-    /// connection and the node's `host:port`.
+    /// Connects to the first node that answers, starting at a random node other than the one
+    /// used last (so a node that went away is not the first one tried again), and declares the
+    /// topology. Returns the connection and the node's `host:port`.
     async fn connect(&self) -> Result<(Connection, String), String> {
         let urls = broker_urls(&self.url);
         let first = self.next_node.load(Ordering::Relaxed);
@@ -269,14 +269,20 @@ impl Supervisor {
             let index = (first + offset) % urls.len();
             match self.connect_to(urls[index]).await {
                 Ok(conn) => {
-                    self.next_node.store(index + 1, Ordering::Relaxed);
+                    // When this node goes, the next attempt starts at a random other node: the
+                    // processes that were on it spread over the rest instead of all moving to
+                    // the same one.
+                    let other = 1 + random_index(urls.len().saturating_sub(1));
+                    self.next_node
+                        .store((index + other) % urls.len(), Ordering::Relaxed);
                     return Ok((conn, node_address(urls[index])));
                 }
                 Err(error) if urls.len() > 1 => errors.push(format!("node {}: {error}", index + 1)),
                 Err(error) => return Err(error),
             }
         }
-        self.next_node.store(first + 1, Ordering::Relaxed);
+        self.next_node
+            .store((first + 1) % urls.len(), Ordering::Relaxed);
         Err(errors.join("; "))
     }
 
