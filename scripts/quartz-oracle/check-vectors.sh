@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Feed the shared reference vectors (stripped to id/trigger/calendar/count) through the oracle and
+# Feed the reference vectors (stripped to id/trigger/calendar/count) through the oracle and
 # diff the answer with the file itself: no output and exit 0 means reproduced byte for byte.
-#   scripts/quartz-oracle/check-vectors.sh [VECTORS]   (default: ../shared/vectors/quartz-2.3.2-schedules.jsonl)
+#   scripts/quartz-oracle/check-vectors.sh [VECTORS]   (default: tests/data/quartz-2.3.2-schedules.jsonl)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-vectors="${1:-$here/../../../shared/vectors/quartz-2.3.2-schedules.jsonl}"
+vectors="${1:-$here/../../tests/data/quartz-2.3.2-schedules.jsonl}"
 python3 -c '
 import json, sys
 for line in open(sys.argv[1]):
