@@ -77,14 +77,27 @@ call() { curl -fsS -H "authorization: Bearer $CHIME_API_TOKEN" -H 'content-type:
 submit() { call -X POST "$api/api/v1/tasks" -d "$1" | sed -E 's/.*"id":"([^"]+)".*/\1/'; }
 status() { call "$api/api/v1/tasks/$1" | sed -E 's/.*"status":"([a-z]+)".*/\1/' | head -c 20; }
 sql() { "${compose[@]}" exec -T postgres psql -U chime -d chime -tAc "$1"; }
-wait_status() {
-  local id=$1 want=$2
-  for _ in $(seq 1 120); do
-    [ "$(status "$id")" = "$want" ] && return 0
+# Runs "$@" once a second until it succeeds, for at most $1 seconds; fails as its last try did.
+retry_for() {
+  local seconds=$1
+  shift
+  for _ in $(seq 2 "$seconds"); do
+    "$@" && return 0
     sleep 1
   done
-  fail "task $id did not become $want (it is $(status "$id"))"
+  "$@"
 }
+has_status() { [ "$(status "$1")" = "$2" ]; }
+wait_status() {
+  retry_for 120 has_status "$1" "$2" || fail "task $1 did not become $2 (it is $(status "$1"))"
+}
+# The cron job both modes run: job `tick`, trigger `every-second`.
+start_ticking() {
+  call -X POST "$api/api/v1/jobs" -d '{"name":"tick","kind":"noop","spec":{}}' >/dev/null
+  call -X POST "$api/api/v1/triggers" \
+    -d '{"name":"every-second","job":"tick","schedule":{"kind":"cron","cron":"* * * * * ?"}}' >/dev/null
+}
+stop_ticking() { call -X POST "$api/api/v1/triggers/default/every-second/pause" >/dev/null; }
 # Tasks/s for a burst of $1 noop tasks: submitted through the API over 16 connections at once
 # (one curl), from the first task's creation to the last one's success on the database's clock
 # (nothing else runs meanwhile).
@@ -99,12 +112,8 @@ throughput() {
   rm -f "$urls"
   [ "$created" -eq "$count" ] || fail "$((count - created)) of $count submissions failed"
   where="created_at >= '$since' AND kind = 'noop' AND job_id IS NULL"
-  for _ in $(seq 1 300); do
-    [ "$(sql "SELECT count(*) FROM tasks WHERE $where AND status = 'succeeded'")" -ge "$count" ] && break
-    sleep 1
-  done
-  [ "$(sql "SELECT count(*) FROM tasks WHERE $where AND status = 'succeeded'")" -ge "$count" ] \
-    || fail "the burst of $count tasks did not all succeed"
+  burst_done() { [ "$(sql "SELECT count(*) FROM tasks WHERE $where AND status = 'succeeded'")" -ge "$count" ]; }
+  retry_for 300 burst_done || fail "the burst of $count tasks did not all succeed"
   figures=$(sql "SELECT round(count(*) / extract(epoch FROM max(finished_at) - min(created_at)), 1) || ' tasks/s: '
     || count(*) || ' noop tasks through the API, submitted in '
     || round(extract(epoch FROM max(created_at) - min(created_at))::numeric, 1) || ' s, all succeeded in '
@@ -140,9 +149,7 @@ cluster_flow() {
   [ "$replicas" -eq 3 ] || fail "the task queue has $replicas replicas, not 3"
   say "three RabbitMQ nodes in one cluster; the task queue has a replica on each"
 
-  call -X POST "$api/api/v1/jobs" -d '{"name":"tick","kind":"noop","spec":{}}' >/dev/null
-  call -X POST "$api/api/v1/triggers" \
-    -d '{"name":"every-second","job":"tick","schedule":{"kind":"cron","cron":"* * * * * ?"}}' >/dev/null
+  start_ticking
   # The steady flow: ten shell tasks a second, each recording its run in the shared directory.
   (
     while [ ! -e "$runs/stop" ]; do
@@ -183,23 +190,19 @@ cluster_flow() {
   say "starting $node again"
   outage_to=$(sql "SELECT now()")
   "${compose[@]}" start "$node" >/dev/null
-  for _ in $(seq 1 90); do
-    [ "$(docker inspect -f '{{.State.Health.Status}}' "$("${compose[@]}" ps -q "$node")")" = healthy ] && break
-    sleep 2
-  done
+  healthy() { [ "$(docker inspect -f '{{.State.Health.Status}}' "$("${compose[@]}" ps -q "$1")")" = healthy ]; }
+  retry_for 180 healthy "$node" || true
   [ "$(running_nodes "$live")" -eq 3 ] || fail "$node did not rejoin the cluster"
   sleep 10
   touch "$runs/stop"
   wait "$submitter"
-  call -X POST "$api/api/v1/triggers/default/every-second/pause" >/dev/null
+  stop_ticking
 
   [ ! -e "$runs/submit-failures" ] || fail "$(wc -l < "$runs/submit-failures") submissions failed"
   submitted=$(sort -u "$runs/submitted" | wc -l)
   ids="'{$(paste -sd, "$runs/submitted")}'::uuid[]"
-  for _ in $(seq 1 120); do
-    [ "$(sql "SELECT count(*) FROM tasks WHERE status NOT IN ('succeeded', 'failed', 'killed')")" -eq 0 ] && break
-    sleep 1
-  done
+  all_ended() { [ "$(sql "SELECT count(*) FROM tasks WHERE status NOT IN ('succeeded', 'failed', 'killed')")" -eq 0 ]; }
+  retry_for 120 all_ended || true  # the checks below say what did not end
   succeeded=$(sql "SELECT count(*) FROM tasks WHERE id = ANY($ids) AND status = 'succeeded'")
   attempts=$(sql "SELECT count(*) FROM task_attempts WHERE task_id = ANY($ids)")
   ran=$(wc -l < "$runs/ran" 2>/dev/null || echo 0)
@@ -236,27 +239,22 @@ peak_rss() {
 burst=${CHIME_BURST:-2000}
 if [ "$mode" = single ]; then
   say "a cron job firing every second"
-  call -X POST "$api/api/v1/jobs" -d '{"name":"tick","kind":"noop","spec":{}}' >/dev/null
-  call -X POST "$api/api/v1/triggers" \
-    -d '{"name":"every-second","job":"tick","schedule":{"kind":"cron","cron":"* * * * * ?"}}' >/dev/null
-  for _ in $(seq 1 60); do
-    fired=$(call "$api/api/v1/tasks?job=default.tick&status=succeeded&limit=10" | { grep -o '"id"' || true; } | wc -l)
-    [ "$fired" -ge 3 ] && break
-    sleep 1
-  done
-  [ "${fired:-0}" -ge 3 ] || fail "the cron job did not run three times"
-  call -X POST "$api/api/v1/triggers/default/every-second/pause" >/dev/null
+  start_ticking
+  ticked_thrice() {
+    [ "$(call "$api/api/v1/tasks?job=default.tick&status=succeeded&limit=10" | { grep -o '"id"' || true; } | wc -l)" -ge 3 ]
+  }
+  retry_for 60 ticked_thrice || fail "the cron job did not run three times"
+  stop_ticking
   throughput "$burst"
 
   say "scaling workers to four"
   "${compose[@]}" up -d --no-build --no-recreate --scale worker=4 --wait --wait-timeout 120 \
     || fail "four workers did not start"
-  for _ in $(seq 1 60); do
+  four_online() {
     online=$(call "$api/api/v1/workers" | { grep -o '"status":"online"' || true; } | wc -l)
-    [ "$online" -ge 4 ] && break
-    sleep 1
-  done
-  [ "${online:-0}" -ge 4 ] || fail "four workers are not online ($online)"
+    [ "$online" -ge 4 ]
+  }
+  retry_for 60 four_online || fail "four workers are not online ($online)"
   ids=()
   for n in $(seq 1 40); do
     ids+=("$(submit '{"kind":"shell","spec":{"command":["sleep","1"]}}')")
