@@ -42,11 +42,11 @@ cleanup() { "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true; }
 submitter=
 trap '[ -z "$submitter" ] || kill "$submitter" 2>/dev/null || true; cleanup; rm -rf "$runs"' EXIT
 
-mirror=$( (grep -hoE 'https?://[^ ]+debian/?' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true) | head -n 1)
 if ! docker image inspect local/debian:bookworm >/dev/null 2>&1; then
-  say "making the base image from ${mirror:-http://deb.debian.org/debian}"
+  mirror=$(scripts/debian-mirror)
+  say "making the base image from $mirror"
   rootfs=$(mktemp --suffix=.tar)
-  mmdebstrap --quiet --variant=minbase bookworm "$rootfs" "${mirror:-http://deb.debian.org/debian}"
+  mmdebstrap --quiet --variant=minbase bookworm "$rootfs" "$mirror"
   docker import "$rootfs" local/debian:bookworm >/dev/null
   rm -f "$rootfs"
 fi
