@@ -25,7 +25,7 @@ case "$mode" in
     export CHIME_ERLANG_COOKIE=${CHIME_ERLANG_COOKIE:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')} ;;
   *) echo "usage: compose/test.sh [cluster]" >&2; exit 2 ;;
 esac
-export CHIME_API_TOKEN=${CHIME_API_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+export CHIME_API_TOKEN=${CHIME_API_TOKEN:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 # Where the cluster test's tasks record that they ran (a directory every worker mounts).
 runs=$(mktemp -d)
 chown 10001:10001 "$runs"  # the chime image's user

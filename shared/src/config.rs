@@ -334,6 +334,44 @@ impl Settings {
     }
 }
 
+/// A URL without its password, for logs and error messages.
+pub fn redact_url(url: &str) -> String {
+    match url.split_once("://").and_then(|(scheme, rest)| {
+        rest.split_once('@')
+            .map(|(creds, host)| (scheme, creds, host))
+    }) {
+        Some((scheme, creds, host)) => {
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}@{host}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// Checks the URLs a service connects with: PostgreSQL's must be `postgres://` (or
+/// `postgresql://`), and every RabbitMQ node's `amqp://` (or `amqps://`). A wrong scheme is a
+/// mistake no retry mends, so services refuse it at start-up; client verbs, which use neither,
+/// do not look.
+pub fn check_service_urls(settings: &Settings) -> Result<(), ConfigError> {
+    let scheme = settings.database_url.split_once("://").map(|(s, _)| s);
+    if !matches!(scheme, Some("postgres" | "postgresql")) {
+        return Err(ConfigError::Value {
+            key: "database_url",
+            message: format!(
+                "{:?} is not a PostgreSQL URL: chime's store is PostgreSQL, expected \
+                 postgres://user:password@host:5432/database",
+                redact_url(&settings.database_url)
+            ),
+        });
+    }
+    crate::bus::connection::check_broker_urls(&settings.amqp_url).map_err(|message| {
+        ConfigError::Value {
+            key: "amqp_url",
+            message,
+        }
+    })
+}
+
 /// Whether `name` may be used as an AMQP prefix, a worker group, a job, trigger, calendar or token
 /// name (it becomes part of a queue name or of a URL path): 1-100 letters, digits, `-`, `_` or
 /// `.`, and not `.` or `..`, which a path would resolve away.

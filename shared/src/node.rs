@@ -8,6 +8,17 @@ use crate::bus::{Broker, OutboxRelay, Topology};
 use crate::config::Settings;
 use crate::store::{Store, StoreError};
 
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// A setting no retry can mend (a URL of the wrong kind).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The store could not be reached or migrated.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// The shared parts of one chime process.
 #[derive(Debug)]
 pub struct Node {
@@ -29,7 +40,8 @@ impl Node {
     ///
     /// The connection and the relay outlive the services' shutdown (running attempts still ack
     /// and publish while they drain): they stop in [`Node::stopped`].
-    pub async fn start(settings: Settings, role: &str) -> Result<Self, StoreError> {
+    pub async fn start(settings: Settings, role: &str) -> Result<Self, NodeError> {
+        crate::config::check_service_urls(&settings)?;
         let stop = CancellationToken::new();
         let store = Store::connect(&settings.database_url, settings.db_pool_size).await?;
         let topology = Topology::new(settings.prefix.clone());

@@ -35,9 +35,6 @@ impl Caller {
 
 /// The name of the caller when authentication is off.
 pub const LOCAL: &str = "local";
-/// The name of the `CHIME_API_TOKEN` bootstrap identity.
-pub const BOOTSTRAP: &str = tokens::BOOTSTRAP_NAME;
-
 fn full_identity(name: &str) -> Identity {
     Identity {
         name: name.to_string(),
@@ -116,6 +113,15 @@ fn is_loopback_host(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Whether a header (lower-case, as `http` keeps them) is one a proxy adds to a request it relays.
+fn is_proxy_header(name: &str) -> bool {
+    matches!(
+        name,
+        "forwarded" | "via" | "x-real-ip" | "client-ip" | "true-client-ip"
+    ) || name.starts_with("x-forwarded-")
+        || name.starts_with("x-original-")
+}
+
 /// The loopback guard of an install without tokens: a `Host` that names this machine, and state
 /// changes from the same origin only.
 fn loopback_guard(method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
@@ -124,14 +130,9 @@ fn loopback_guard(method: &Method, headers: &HeaderMap) -> Result<(), ApiError> 
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     // A request relayed by a proxy on this machine names a loopback Host but comes from anyone.
-    let forwarded = [
-        "forwarded",
-        "x-forwarded-for",
-        "x-forwarded-host",
-        "x-real-ip",
-    ]
-    .iter()
-    .any(|name| headers.contains_key(*name));
+    // Not every proxy says it is one (a default nginx `proxy_pass` adds no header at all), so
+    // README says a tokenless API must not sit behind one; those that do say so are refused.
+    let forwarded = headers.keys().any(|name| is_proxy_header(name.as_str()));
     if forwarded {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -200,23 +201,14 @@ pub async fn authorize(
         .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim().to_string());
     let local = presented.is_none();
     let identity = match presented {
-        Some(secret) => {
-            let bootstrap = state
-                .bootstrap_token
-                .as_deref()
-                .is_some_and(|expected| constant_time_eq(secret.as_bytes(), expected.as_bytes()));
-            if bootstrap {
-                full_identity(BOOTSTRAP)
-            } else {
-                match tokens::authenticate(&state.store, &secret).await {
-                    Ok(Some(identity)) => identity,
-                    Ok(None) => return unauthorized("invalid or revoked token"),
-                    Err(error) => return ApiError::from(error).into_response(),
-                }
-            }
-        }
+        // The bootstrap secret too is looked up in the store, so revoking it takes effect at once.
+        Some(secret) => match tokens::authenticate(&state.store, &secret).await {
+            Ok(Some(identity)) => identity,
+            Ok(None) => return unauthorized("invalid or revoked token"),
+            Err(error) => return ApiError::from(error).into_response(),
+        },
         None => {
-            let auth_on = if state.bootstrap_token.is_some() || state.auth_required {
+            let auth_on = if state.auth_required {
                 true
             } else {
                 match tokens::any_live(&state.store).await {
@@ -280,10 +272,6 @@ pub fn may_execute_as(caller: &Caller, execute_user: Option<&str>) -> Result<(),
         .map_err(|why| ApiError::new(StatusCode::FORBIDDEN, why))
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +300,25 @@ mod tests {
         );
         assert_eq!(required_role(&post, "/api/v1/schedule/preview"), Role::Read);
         assert_eq!(required_role(&post, "/api/v1/tokens"), Role::Admin);
+    }
+
+    #[test]
+    fn proxy_headers() {
+        for name in [
+            "forwarded",
+            "via",
+            "x-real-ip",
+            "x-forwarded-for",
+            "x-forwarded-proto",
+            "x-forwarded-port",
+            "x-forwarded-prefix",
+            "x-forwarded-host",
+        ] {
+            assert!(is_proxy_header(name), "{name}");
+        }
+        for name in ["host", "origin", "authorization", "x-request-id"] {
+            assert!(!is_proxy_header(name), "{name}");
+        }
     }
 
     #[test]

@@ -187,8 +187,8 @@ pub fn state(node: &Node, listener: &TcpListener) -> AppState {
     AppState {
         store: node.store.clone(),
         broker: node.broker.clone(),
-        bootstrap_token: node.settings.api_token.clone(),
-        auth_required: !loopback && !node.settings.insecure_no_auth,
+        auth_required: node.settings.api_token.is_some()
+            || (!loopback && !node.settings.insecure_no_auth),
         loopback,
         metrics_public: node.settings.metrics_public,
         metrics: chime_core::telemetry::metrics_handle(),

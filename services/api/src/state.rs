@@ -11,9 +11,8 @@ pub struct AppState {
     pub store: Store,
     /// The broker (for readiness and names).
     pub broker: Broker,
-    /// `CHIME_API_TOKEN`: an admin token that needs no row, to bootstrap an install.
-    pub bootstrap_token: Option<String>,
-    /// Whether every call needs a token even when none exists (the API listens beyond loopback).
+    /// Whether every call needs a token even when none exists (the API listens beyond loopback,
+    /// or was started with `CHIME_API_TOKEN`, whose row may since have been revoked).
     pub auth_required: bool,
     /// Whether the API listens on loopback only (then, without tokens, only loopback names and
     /// same-origin changes are served).

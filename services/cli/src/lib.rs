@@ -419,7 +419,7 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_chain(&error));
             if error.downcast_ref::<BadInput>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -427,6 +427,23 @@ pub fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// An error and its causes, each said once: many errors (sqlx's among them) print their source
+/// in their own message too, which `{:#}` would repeat.
+fn error_chain(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }
 
 fn settings(global: &GlobalArgs, serve: Option<&ServeArgs>) -> Result<Settings> {

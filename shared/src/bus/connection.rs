@@ -28,8 +28,27 @@ const HEALTH_CHECK: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug)]
 pub struct Broker {
     current: watch::Receiver<Option<Arc<Connection>>>,
+    refused: watch::Receiver<Option<Arc<str>>>,
     topology: Topology,
     generation: Arc<AtomicU64>,
+}
+
+/// Checks that every node of a broker URL setting is an `amqp://` or `amqps://` URL, so a wrong
+/// setting stops start-up instead of being retried for ever.
+pub fn check_broker_urls(setting: &str) -> Result<(), String> {
+    for url in broker_urls(setting) {
+        let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+        if !matches!(scheme, Some("amqp" | "amqps")) {
+            return Err(format!(
+                "{:?} is not a RabbitMQ URL: expected amqp://user:password@host:5672/vhost (or \
+                 amqps://)",
+                crate::config::redact_url(url)
+            ));
+        }
+        url.parse::<lapin::uri::AMQPUri>()
+            .map_err(|e| format!("{:?}: {e}", crate::config::redact_url(url)))?;
+    }
+    Ok(())
 }
 
 impl Broker {
@@ -41,6 +60,7 @@ impl Broker {
         shutdown: CancellationToken,
     ) -> Self {
         let (tx, rx) = watch::channel(None);
+        let (refused_tx, refused) = watch::channel(None);
         let generation = Arc::new(AtomicU64::new(0));
         // Processes given the same list of nodes start at a random one, so their connections
         // spread over a cluster instead of all landing on its first node.
@@ -51,6 +71,7 @@ impl Broker {
             topology: topology.clone(),
             connection_name,
             current: tx,
+            refused: refused_tx,
             generation: generation.clone(),
         };
         tokio::spawn(
@@ -60,8 +81,25 @@ impl Broker {
         );
         Self {
             current: rx,
+            refused,
             topology,
             generation,
+        }
+    }
+
+    /// Resolves, with the broker's reason, if the broker refused this process's credentials or
+    /// virtual host: trying again cannot help, so the supervisor has stopped and the process
+    /// should end. A broker that is down or unreachable is waited for instead.
+    pub async fn refused(&self) -> Arc<str> {
+        let mut refused = self.refused.clone();
+        loop {
+            if let Some(reason) = refused.borrow_and_update().clone() {
+                return reason;
+            }
+            if refused.changed().await.is_err() {
+                // The supervisor ended without a refusal (shut down): never resolves.
+                std::future::pending::<()>().await;
+            }
         }
     }
 
@@ -201,7 +239,30 @@ struct Supervisor {
     topology: Topology,
     connection_name: String,
     current: watch::Sender<Option<Arc<Connection>>>,
+    refused: watch::Sender<Option<Arc<str>>>,
     generation: Arc<AtomicU64>,
+}
+
+/// Why connecting failed, and whether trying again can help.
+struct ConnectFailure {
+    message: String,
+    /// The broker answered and refused the credentials or the virtual host.
+    refused: bool,
+}
+
+impl ConnectFailure {
+    fn retry(message: String) -> Self {
+        Self {
+            message,
+            refused: false,
+        }
+    }
+}
+
+/// Whether a connection error is the broker refusing who we are: ACCESS_REFUSED (bad user or
+/// password) or NOT_ALLOWED (no access to the virtual host).
+fn is_refusal(error: &lapin::Error) -> bool {
+    matches!(error.kind(), lapin::ErrorKind::ProtocolError(e) if matches!(e.get_id(), 403 | 530))
 }
 
 impl Supervisor {
@@ -237,7 +298,14 @@ impl Supervisor {
                         }
                     }
                 }
-                Err(error) => {
+                Err(failure) if failure.refused => {
+                    tracing::error!(error = %failure.message, "RabbitMQ refused this process's credentials; giving up");
+                    self.refused
+                        .send_replace(Some(failure.message.as_str().into()));
+                    return;
+                }
+                Err(failure) => {
+                    let error = failure.message;
                     let delay = backoff.next().unwrap_or(Duration::from_secs(5));
                     warn!(%error, ?delay, "cannot reach RabbitMQ; retrying");
                     tokio::select! {
@@ -261,10 +329,11 @@ impl Supervisor {
     /// Connects to the first node that answers, starting at a random node other than the one
     /// used last (so a node that went away is not the first one tried again), and declares the
     /// topology. Returns the connection and the node's `host:port`.
-    async fn connect(&self) -> Result<(Connection, String), String> {
+    async fn connect(&self) -> Result<(Connection, String), ConnectFailure> {
         let urls = broker_urls(&self.url);
         let first = self.next_node.load(Ordering::Relaxed);
         let mut errors = Vec::new();
+        let mut refused = false;
         for offset in 0..urls.len() {
             let index = (first + offset) % urls.len();
             match self.connect_to(urls[index]).await {
@@ -277,30 +346,57 @@ impl Supervisor {
                         .store((index + other) % urls.len(), Ordering::Relaxed);
                     return Ok((conn, node_address(urls[index])));
                 }
-                Err(error) if urls.len() > 1 => errors.push(format!("node {}: {error}", index + 1)),
+                Err(error) if urls.len() > 1 => {
+                    // A node that refuses refuses for the whole cluster: users are cluster-wide.
+                    refused |= error.refused;
+                    errors.push(format!("node {}: {}", index + 1, error.message));
+                }
                 Err(error) => return Err(error),
             }
         }
         self.next_node
             .store((first + 1) % urls.len(), Ordering::Relaxed);
-        Err(errors.join("; "))
+        Err(ConnectFailure {
+            message: errors.join("; "),
+            refused,
+        })
     }
 
-    async fn connect_to(&self, url: &str) -> Result<Connection, String> {
+    async fn connect_to(&self, url: &str) -> Result<Connection, ConnectFailure> {
         let properties = ConnectionProperties::default()
             .with_connection_name(self.connection_name.clone().into());
+        let node = node_address(url);
         let conn = tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url, properties))
             .await
-            .map_err(|_| format!("connecting timed out after {CONNECT_TIMEOUT:?}"))?
-            .map_err(|e| format!("connecting: {e}"))?;
+            .map_err(|_| {
+                ConnectFailure::retry(format!("connecting timed out after {CONNECT_TIMEOUT:?}"))
+            })?
+            .map_err(|e| ConnectFailure {
+                refused: is_refusal(&e),
+                message: if is_refusal(&e) {
+                    format!(
+                        "RabbitMQ at {node} refused the user or virtual host of CHIME_AMQP_URL \
+                         ({e}): check \
+                         the user, its password and its permissions on the virtual host"
+                    )
+                } else {
+                    format!("connecting: {e}")
+                },
+            })?;
         let channel = conn
             .create_channel()
             .await
-            .map_err(|e| format!("opening a channel: {e}"))?;
+            .map_err(|e| ConnectFailure::retry(format!("opening a channel: {e}")))?;
         self.topology
             .declare(&channel)
             .await
-            .map_err(|e| format!("declaring the topology: {e}"))?;
+            .map_err(|e| ConnectFailure {
+                refused: is_refusal(&e),
+                message: format!(
+                    "declaring the topology on {node} (the user needs configure, write and read \
+                     permissions on names starting with the prefix): {e}"
+                ),
+            })?;
         let _ = channel.close(200, "declared".into()).await;
         Ok(conn)
     }

@@ -40,6 +40,38 @@ pub enum OnUpstreamFailure {
     Wait,
 }
 
+/// The OS users the tasks of a job run as (`None`: the worker's default user), with those of
+/// every job downstream of it when `with_downstream`: what a caller must be allowed before it
+/// runs or backfills the job, as `(group.name, execute_user)`. The job must exist.
+pub async fn execute_users(
+    store: &Store,
+    group: &str,
+    name: &str,
+    with_downstream: bool,
+) -> Result<Vec<(String, Option<String>)>, StoreError> {
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        r#"
+        WITH RECURSIVE reach (id) AS (
+            SELECT id FROM jobs WHERE group_name = $1 AND name = $2
+            UNION
+            SELECT d.job_id FROM reach JOIN job_dependencies d ON d.depends_on_job_id = reach.id
+            WHERE $3
+        )
+        SELECT j.group_name || '.' || j.name, j.execute_user FROM reach JOIN jobs j USING (id)
+        "#,
+    )
+    .bind(group)
+    .bind(name)
+    .bind(with_downstream)
+    .fetch_all(store.pool())
+    .await
+    .context("reading the execute users of a job and its downstream")?;
+    if rows.is_empty() {
+        return Err(StoreError::NotFound(format!("job {group}.{name}")));
+    }
+    Ok(rows)
+}
+
 /// A dependency as the API takes it: the job in the path depends on `upstream`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -235,6 +267,19 @@ pub async fn add(
     dependency: NewDependency,
 ) -> Result<DependencyView, StoreError> {
     let upstream_group = dependency.upstream_group.as_deref().unwrap_or("default");
+    // Checked here, a NUL or a name no job can have is a 400 naming the field, not a database
+    // error.
+    for (field, value) in [
+        ("upstream", dependency.upstream.as_str()),
+        ("upstream_group", upstream_group),
+    ] {
+        if !crate::config::is_valid_name(value) {
+            return Err(StoreError::Invalid(format!(
+                "{field}: {:?} is not a job name (1-100 letters, digits, '-', '_' or '.')",
+                value.replace('\0', "\\u0000")
+            )));
+        }
+    }
     let mut tx = store.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(DEPENDENCY_LOCK)

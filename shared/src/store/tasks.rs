@@ -430,3 +430,14 @@ pub async fn newest_id(store: &Store) -> Result<Option<Uuid>, StoreError> {
         .await
         .context("reading the newest task id")
 }
+
+/// The OS user a task runs as (`None`: the worker's default user).
+pub async fn execute_user(store: &Store, id: Uuid) -> Result<Option<String>, StoreError> {
+    let row: Option<Option<String>> =
+        sqlx::query_scalar("SELECT execute_user FROM tasks WHERE id = $1")
+            .bind(id)
+            .fetch_optional(store.pool())
+            .await
+            .context("reading a task's execute user")?;
+    row.ok_or(StoreError::TaskNotFound(id))
+}

@@ -62,11 +62,58 @@ pub const RESERVED_NAMES: [&str; 2] = ["local", BOOTSTRAP_NAME];
 /// The name of `CHIME_API_TOKEN`'s row.
 pub const BOOTSTRAP_NAME: &str = "bootstrap";
 
+/// The least entropy a `CHIME_API_TOKEN` must carry, in bits: as much as `openssl rand -hex 32`.
+pub const MIN_SECRET_BITS: f64 = 256.0;
+
+/// Refuses a bootstrap secret that a guess could find: fewer than [`MIN_SECRET_BITS`] bits by the
+/// most generous reading of its characters (4 bits each if all are hex digits, 6 if all are
+/// base64's, 6.5 otherwise), or one that repeats a handful of characters.
+pub fn check_secret_strength(secret: &str) -> Result<(), StoreError> {
+    let per_char: f64 = if secret.chars().all(|c| c.is_ascii_hexdigit()) {
+        4.0
+    } else if secret
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_'))
+    {
+        6.0
+    } else {
+        6.5
+    };
+    let distinct = secret
+        .chars()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let bits = per_char * secret.chars().count() as f64;
+    if bits < MIN_SECRET_BITS || distinct < 10 {
+        return Err(StoreError::Invalid(format!(
+            "CHIME_API_TOKEN is too weak to be the admin token (about {bits:.0} bits; it needs              {MIN_SECRET_BITS:.0}): make one with `openssl rand -hex 32`"
+        )));
+    }
+    Ok(())
+}
+
 /// Records `CHIME_API_TOKEN` as the live admin token named `bootstrap` (replacing the secret of a
 /// previous one), so every process of the installation — workers checking AMQP submissions
 /// included — knows authentication is on, whether or not it was given the token itself. It stays
-/// live until `chime token revoke bootstrap`.
+/// live until `chime token revoke bootstrap`; a secret that was revoked is refused, so revoking
+/// it cannot be undone by restarting with it.
 pub async fn ensure_bootstrap(store: &Store, secret: &str) -> Result<(), StoreError> {
+    check_secret_strength(secret)?;
+    let revoked: Option<(String, jiff_sqlx::Timestamp)> = sqlx::query_as(
+        "SELECT name, revoked_at FROM api_tokens
+         WHERE secret_sha256 = $1 AND revoked_at IS NOT NULL",
+    )
+    .bind(sha256(secret))
+    .fetch_optional(store.pool())
+    .await
+    .context("checking the bootstrap token")?;
+    if let Some((name, at)) = revoked {
+        return Err(StoreError::Invalid(format!(
+            "CHIME_API_TOKEN is the secret of token {name:?}, which was revoked at {} and stays \
+             so: start with a new one (`openssl rand -hex 32`)",
+            at.to_jiff()
+        )));
+    }
     sqlx::query(
         "INSERT INTO api_tokens (name, role, execute_users, secret_sha256, created_by)
          VALUES ($1, 'admin', '{*}', $2, 'CHIME_API_TOKEN')
@@ -95,7 +142,7 @@ pub async fn create(
             "invalid token name {name:?}: use 1-100 letters, digits, '-', '_' or '.'"
         )));
     }
-    if RESERVED_NAMES.contains(&name) {
+    if RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(name)) {
         return Err(StoreError::Invalid(format!(
             "{name:?} is a reserved name; choose another"
         )));

@@ -299,3 +299,60 @@ async fn the_broker_url_may_list_several_nodes_and_a_dead_one_is_skipped() -> Re
     assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Succeeded);
     env.cleanup().await
 }
+
+/// Settings no retry can mend end start-up with one clear error: a store URL that is not
+/// PostgreSQL's, a broker URL that is not AMQP, credentials the broker refuses. A database that
+/// is not there is said once, with its cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_refuses_what_no_retry_can_mend() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let (_, amqp) = chime_tests::server_urls();
+    let wrong_password = amqp.replacen(":guest@", ":not-the-password@", 1);
+    let closed_port = chime_tests::free_port()?;
+    let cases = [
+        (
+            "mysql://root@127.0.0.1:3306/chime".to_string(),
+            env.settings.amqp_url.clone(),
+            "postgres://",
+        ),
+        (
+            env.settings.database_url.clone(),
+            "http://127.0.0.1:5672".to_string(),
+            "amqp://",
+        ),
+        (
+            env.settings.database_url.clone(),
+            wrong_password,
+            "refused the user",
+        ),
+        (
+            format!("postgres://postgres@127.0.0.1:{closed_port}/chime"),
+            env.settings.amqp_url.clone(),
+            "Connection refused",
+        ),
+    ];
+    for (database_url, amqp_url, expected) in cases {
+        let out = tokio::time::timeout(
+            Duration::from_secs(60),
+            tokio::process::Command::new(chime_binary()?)
+                .arg("scheduler")
+                .env("CHIME_DATABASE_URL", &database_url)
+                .env("CHIME_AMQP_URL", &amqp_url)
+                .env("CHIME_PREFIX", &env.settings.prefix)
+                .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+                .env("RUST_LOG", "off")
+                .env_remove("DATABASE_URL")
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .with_context(|| format!("{amqp_url} / {database_url}: still running after 60 s"))??;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{database_url} {amqp_url}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+        assert_eq!(stderr.matches(expected).count(), 1, "said once: {stderr}");
+        assert!(!stderr.contains("not-the-password"), "{stderr}");
+    }
+    env.cleanup().await
+}

@@ -203,6 +203,27 @@ pub struct Changed {
     pub triggers: u64,
 }
 
+/// 403 unless the caller may have tasks run as the user of the job (and, for a backfill with
+/// downstream, of every job downstream of it): running a job by hand is submitting its task, so
+/// the same execute-user rule holds as for `POST /api/v1/tasks`.
+async fn may_run_jobs_of(
+    state: &AppState,
+    caller: &Caller,
+    group: &str,
+    name: &str,
+    with_downstream: bool,
+) -> Result<(), ApiError> {
+    for (job, user) in
+        dependencies::execute_users(&state.store, group, name, with_downstream).await?
+    {
+        caller
+            .0
+            .check_execute_user(user.as_deref())
+            .map_err(|why| ApiError::new(StatusCode::FORBIDDEN, format!("job {job}: {why}")))?;
+    }
+    Ok(())
+}
+
 /// Runs a job now (a task outside its triggers).
 #[utoipa::path(post, path = "/api/v1/jobs/{group}/{name}/run", tag = "jobs",
     params(("group" = String, Path), ("name" = String, Path)), request_body = RunRequest,
@@ -213,6 +234,7 @@ pub async fn run_job(
     Path((group, name)): Path<(String, String)>,
     ApiJson(run): ApiJson<RunRequest>,
 ) -> Result<(StatusCode, Json<RunResponse>), ApiError> {
+    may_run_jobs_of(&state, &caller, &group, &name, false).await?;
     let task_id = chime_core::store::task_lifecycle::run_job_now(
         &state.store,
         state.broker.topology(),
@@ -292,9 +314,11 @@ pub async fn remove_dependency(
     responses((status = 201, body = BackfillView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn backfill_job(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((group, name)): Path<(String, String)>,
     ApiJson(backfill): ApiJson<NewBackfill>,
 ) -> Result<(StatusCode, Json<BackfillView>), ApiError> {
+    may_run_jobs_of(&state, &caller, &group, &name, backfill.with_downstream).await?;
     let view = backfills::create(
         &state.store,
         state.broker.topology(),

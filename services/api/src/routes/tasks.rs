@@ -207,9 +207,14 @@ pub async fn kill_task(
 )]
 pub async fn rerun_task(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<TaskView>, ApiError> {
     let id = parse_id(&id)?;
+    // A re-run runs the task's command again as its user: the caller must be allowed that user,
+    // as a submitter is.
+    let user = tasks::execute_user(&state.store, id).await?;
+    may_execute_as(&caller, user.as_deref())?;
     task_lifecycle::rerun(&state.store, state.broker.topology(), id).await?;
     Ok(Json(tasks::get(&state.store, id).await?))
 }

@@ -89,7 +89,7 @@ pub async fn run_until(
     let node = Node::start(settings, role)
         .await
         .context("starting the node")?;
-    info!(database = %redact(&node.settings.database_url), prefix = %node.settings.prefix, "node started");
+    info!(database = %chime_core::config::redact_url(&node.settings.database_url), prefix = %node.settings.prefix, "node started");
     let worker_settings: WorkerSettings = node.settings.worker.clone();
     let running = TaskTracker::new();
     let failed = CancellationToken::new();
@@ -160,15 +160,25 @@ pub async fn run_until(
         running.spawn(async move { chime_dependency::run(&node, stop).await });
     }
     running.close();
+    let broker = node.broker.clone();
+    let mut refused = None;
     tokio::select! {
         _ = shutdown.cancelled() => {}
         _ = failed.cancelled() => shutdown.cancel(),
+        // Credentials the broker refuses are not mended by waiting: stop, saying so.
+        reason = broker.refused() => {
+            refused = Some(reason);
+            shutdown.cancel();
+        }
     }
     running.wait().await;
     if let Ok(node) = std::sync::Arc::try_unwrap(node) {
         node.stopped().await;
     }
     info!("stopped");
+    if let Some(reason) = refused {
+        anyhow::bail!("{reason}");
+    }
     if failed.is_cancelled() {
         anyhow::bail!("a service failed; see the log above");
     }
@@ -182,7 +192,7 @@ pub async fn migrate(settings: &Settings) -> Result<()> {
         .context("migrating the database")?;
     println!(
         "migrations applied to {} (schema {})",
-        redact(&settings.database_url),
+        chime_core::config::redact_url(&settings.database_url),
         store.schema()
     );
     store.close().await;
@@ -209,18 +219,4 @@ async fn stop_on_signal(shutdown: CancellationToken) {
     }
     warn!("second signal: exiting now");
     std::process::exit(130);
-}
-
-/// A URL without its password, for logs.
-fn redact(url: &str) -> String {
-    match url.split_once("://").and_then(|(scheme, rest)| {
-        rest.split_once('@')
-            .map(|(creds, host)| (scheme, creds, host))
-    }) {
-        Some((scheme, creds, host)) => {
-            let user = creds.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}@{host}")
-        }
-        None => url.to_string(),
-    }
 }
