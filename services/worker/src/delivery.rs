@@ -3,11 +3,14 @@
 //! ```text
 //!   decode ──poison──▶ dead-letter with the reason, ack
 //!     │
-//!   start_attempt (ready → running for this exact attempt) ──nothing moved──▶ ack, drop
-//!     │                                  (duplicate, stale or killed; a redelivery whose worker
-//!     │                                   disconnected recovers that worker's attempt first)
-//!     │  returns the attempt as the task's row records it ──message differs──▶ dead-letter it,
-//!     │                                                     release the attempt (never ran)
+//!   its group is the queue's ──no──▶ dead-letter (a worker runs only the groups it consumes)
+//!     │
+//!   start_attempt (ready → running for this exact attempt, if the row records what the message
+//!     │            says) ──nothing moved──▶ the row differs: dead-letter, attempt untouched
+//!     │                                     duplicate, stale or killed: ack, drop (a redelivery
+//!     │                                     whose worker disconnected recovers that worker's
+//!     │                                     attempt first)
+//!     │  returns the attempt as the task's row records it
 //!   execute what the row records (timeout, process group)
 //!     │
 //!   finish_attempt (outcome + event in one commit) ──▶ ack
@@ -22,8 +25,8 @@ use std::time::Duration;
 use chime_core::bus::dead_letter;
 use chime_core::model::message::{SubmitMessage, decode};
 use chime_core::model::{TaskMessage, TaskStatus};
+use chime_core::store::attempt_output;
 use chime_core::store::task_lifecycle::{self, AttemptEnd, FinishedAttempt};
-use chime_core::store::{attempt_output, tasks};
 use lapin::Channel;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
@@ -40,6 +43,16 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             return reject_poison(worker, &channel, queue, delivery, &error.to_string()).await;
         }
     };
+    if worker.topology().group_queue(&message.group) != queue {
+        // Forged or misrouted: this queue's tasks are another group's, and the task's row is
+        // not touched, so a forgery spends no attempt.
+        let reason = format!(
+            "a task message for worker group {:?} came from queue {queue}",
+            message.group
+        );
+        metrics::counter!("chime_worker_mismatched_messages_total").increment(1);
+        return reject_poison(worker, &channel, queue, delivery, &reason).await;
+    }
     let span = info_span!("attempt", task_id = %message.task_id, attempt = message.attempt, kind = %message.kind);
     async {
         let Some(_permit) = worker.permit().await else {
@@ -53,14 +66,14 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             ack(&delivery).await;
             return;
         };
-        let recorded = match start(worker, key).await {
+        let recorded = match start(worker, &message).await {
             Some(Some(recorded)) => recorded,
             Some(None) => {
                 worker.let_go(key);
                 if delivery.redelivered {
                     recover_if_orphaned(worker, &message).await;
                 }
-                return not_started(worker, &channel, queue, delivery, key).await;
+                return not_started(worker, &channel, queue, delivery, &message).await;
             }
             None => {
                 // Draining while the database is unreachable: the message goes back. Had the
@@ -180,27 +193,39 @@ async fn follow_output(
 }
 
 /// A message whose attempt the database would not start: a message for a task that does not
-/// exist is dead-lettered (forged, or from another installation); one for an older attempt, or
-/// for a task that has ended or runs elsewhere, is dropped with the reason logged.
+/// exist, or that differs from the attempt its task's row records, is dead-lettered (forged, or
+/// from another installation) and the row is left as it was; one for an older attempt, or for a
+/// task that has ended or runs elsewhere, is dropped with the reason logged.
 async fn not_started(
     worker: &Worker,
     channel: &Channel,
     queue: &str,
     delivery: Delivery,
-    (task_id, attempt): (uuid::Uuid, i32),
+    message: &TaskMessage,
 ) {
-    metrics::counter!("chime_worker_duplicates_total").increment(1);
-    match tasks::status_and_attempt(&worker.store, task_id).await {
+    let attempt = message.attempt;
+    match task_lifecycle::recorded_attempt(&worker.store, message.task_id).await {
         Ok(None) => {
-            let reason = format!("no task {task_id} exists");
+            let reason = format!("no task {} exists", message.task_id);
             return reject_poison(worker, channel, queue, delivery, &reason).await;
         }
-        Ok(Some((status, current))) if current != attempt => {
+        Ok(Some((status, recorded))) if recorded.attempt != attempt => {
+            metrics::counter!("chime_worker_duplicates_total").increment(1);
+            let current = recorded.attempt;
             warn!(%status, current, "dropping a message for a stale attempt: the task is at attempt {current}");
         }
-        Ok(Some((status, _))) => {
-            debug!(%status, "dropping a duplicate message: the attempt has started or ended already");
-        }
+        Ok(Some((status, recorded))) => match differs(message, &recorded) {
+            Some(difference) => {
+                let reason = format!("the message does not match its task's row ({difference})");
+                warn!(%reason, %status, "dead-lettering a task message; its attempt is untouched");
+                metrics::counter!("chime_worker_mismatched_messages_total").increment(1);
+                return reject_poison(worker, channel, queue, delivery, &reason).await;
+            }
+            None => {
+                metrics::counter!("chime_worker_duplicates_total").increment(1);
+                debug!(%status, "dropping a duplicate message: the attempt has started or ended already");
+            }
+        },
         Err(error) => debug!(%error, "dropping a message whose attempt was not ready"),
     }
     ack(&delivery).await;
@@ -233,10 +258,10 @@ fn differs(message: &TaskMessage, recorded: &TaskMessage) -> Option<&'static str
 /// is held (not requeued), so the worker's prefetch fills and the broker stops delivering —
 /// no requeue loop spends the queue's delivery limit. The answer is the attempt as its task's
 /// row records it, or None if it was not ready; None outside if the worker began draining first.
-async fn start(worker: &Worker, key: (uuid::Uuid, i32)) -> Option<Option<TaskMessage>> {
+async fn start(worker: &Worker, message: &TaskMessage) -> Option<Option<TaskMessage>> {
     let mut delay = Duration::from_millis(100);
     loop {
-        match worker.transitions.start_attempt(key.0, key.1).await {
+        match worker.transitions.start_attempt(message.clone()).await {
             Ok(started) => return Some(started),
             Err(error) => {
                 warn!(%error, ?delay, "cannot start the attempt; waiting for the database");

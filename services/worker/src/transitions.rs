@@ -34,7 +34,7 @@ struct Request<T, V> {
 /// Handle on the two batching loops; cheap to clone. The loops end when every handle is dropped.
 #[derive(Clone, Debug)]
 pub struct Transitions {
-    starts: mpsc::UnboundedSender<Request<(Uuid, i32), TaskMessage>>,
+    starts: mpsc::UnboundedSender<Request<TaskMessage, TaskMessage>>,
     ends: mpsc::UnboundedSender<Request<FinishedAttempt, TaskStatus>>,
 }
 
@@ -45,7 +45,7 @@ impl Transitions {
         let (ends, end_rx) = mpsc::unbounded_channel();
         let (s, w) = (store.clone(), worker.clone());
         tokio::spawn(
-            run(start_rx, "start", move |batch: Vec<(Uuid, i32)>| {
+            run(start_rx, "start", move |batch: Vec<TaskMessage>| {
                 let (s, w) = (s.clone(), w.clone());
                 async move {
                     let started = task_lifecycle::start_attempts(&s, &w, &batch).await?;
@@ -67,10 +67,11 @@ impl Transitions {
         Self { starts, ends }
     }
 
-    /// `ready → running` for this attempt: the attempt as its task's row records it (what to
-    /// run), or None if it was not ready (duplicate, stale, killed).
-    pub async fn start_attempt(&self, task_id: Uuid, attempt: i32) -> Answer<TaskMessage> {
-        ask(&self.starts, (task_id, attempt)).await
+    /// `ready → running` for the attempt of this message, if its task's row records the same:
+    /// the attempt as the row records it (what to run), or None if it was not ready (duplicate,
+    /// stale, killed) or the message differs from the row.
+    pub async fn start_attempt(&self, message: TaskMessage) -> Answer<TaskMessage> {
+        ask(&self.starts, message).await
     }
 
     /// Records the attempt's end: the status its task moved to, or None if the attempt is no
@@ -98,6 +99,12 @@ trait Keyed {
 impl Keyed for (Uuid, i32) {
     fn key(&self) -> (Uuid, i32) {
         *self
+    }
+}
+
+impl Keyed for TaskMessage {
+    fn key(&self) -> (Uuid, i32) {
+        (self.task_id, self.attempt)
     }
 }
 

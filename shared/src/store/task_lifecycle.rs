@@ -267,28 +267,59 @@ fn storable(mut result: TaskResult) -> TaskResult {
 }
 
 /// `ready → running` for exactly these attempts, recording the worker and opening each attempt's
-/// row, in one statement. Returns, for each `(task, attempt)` that is now this worker's, the
-/// attempt **as the task's row records it** (kind, spec, data, data time, timeout, execute user):
-/// what the worker runs, whatever its message said. An attempt is this worker's if it moved, or
-/// if it was already running under this worker (a start that committed while the worker saw an
-/// error, asked again: the answer must not depend on whether the first commit was heard). The
-/// others were duplicate or stale deliveries, or killed tasks, which the caller acks and drops;
-/// the worker itself keeps one delivery per attempt.
+/// row, in one statement. Each attempt is asked for by its message, as delivered: it starts only
+/// if its task's row records the same attempt with the same group, kind, spec, data, data time,
+/// timeout and execute user, so a forged or stale message that differs in any of them starts
+/// nothing and leaves the attempt as it was (the caller dead-letters it). Returns, for each
+/// `(task, attempt)` that is now this worker's, the attempt as the task's row records it: what
+/// the worker runs. An attempt is this worker's if it moved, or if it was already running under
+/// this worker (a start that committed while the worker saw an error, asked again: the answer
+/// must not depend on whether the first commit was heard). The others were duplicate or stale
+/// deliveries, killed tasks or messages that differ from their row, which the caller tells
+/// apart ([`recorded_attempt`]); the worker itself keeps one delivery per attempt.
 pub async fn start_attempts(
     store: &Store,
     worker: &WorkerIdentity,
-    attempts: &[(Uuid, i32)],
+    messages: &[TaskMessage],
 ) -> Result<Vec<TaskMessage>, StoreError> {
-    let ids: Vec<Uuid> = attempts.iter().map(|a| a.0).collect();
-    let numbers: Vec<i32> = attempts.iter().map(|a| a.1).collect();
+    let n = messages.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut numbers = Vec::with_capacity(n);
+    let mut groups = Vec::with_capacity(n);
+    let mut kinds = Vec::with_capacity(n);
+    let mut specs = Vec::with_capacity(n);
+    let mut datas = Vec::with_capacity(n);
+    let mut data_times = Vec::with_capacity(n);
+    let mut timeouts = Vec::with_capacity(n);
+    let mut users = Vec::with_capacity(n);
+    for m in messages {
+        ids.push(m.task_id);
+        numbers.push(m.attempt);
+        groups.push(m.group.as_str());
+        kinds.push(m.kind.as_str());
+        specs.push(Json(&m.spec));
+        datas.push(Json(&m.data));
+        // Microseconds since the epoch: PostgreSQL's precision, compared exactly.
+        data_times.push(m.data_time.map(|t| t.as_microsecond()));
+        timeouts.push(m.timeout_ms);
+        users.push(m.execute_user.as_deref());
+    }
     let started: Vec<MessageParts> = sqlx::query_as(
         r#"
         WITH wanted AS (
-            SELECT * FROM UNNEST($1::uuid[], $2::int[]) AS w(id, attempt)
+            SELECT * FROM UNNEST($1::uuid[], $2::int[], $5::text[], $6::text[], $7::jsonb[],
+                                 $8::jsonb[], $9::bigint[], $10::bigint[], $11::text[])
+                AS w(id, attempt, worker_group, kind, spec, data, data_time_us, timeout_ms,
+                     execute_user)
         ), moved AS (
             UPDATE tasks t SET status = 'running', worker_id = $3, started_at = now()
             FROM wanted w
             WHERE t.id = w.id AND t.attempt = w.attempt AND t.status = 'ready'
+              AND t.worker_group = w.worker_group AND t.kind = w.kind AND t.spec = w.spec
+              AND t.data = w.data AND t.timeout_ms IS NOT DISTINCT FROM w.timeout_ms
+              AND t.execute_user IS NOT DISTINCT FROM w.execute_user
+              AND t.data_time IS NOT DISTINCT FROM
+                  timestamptz 'epoch' + w.data_time_us * interval '1 microsecond'
               -- a worker declared dead starts nothing until its heartbeat brings it back
               AND EXISTS (SELECT 1 FROM workers k
                           WHERE k.id = $3 AND k.status IN ('online', 'draining'))
@@ -315,10 +346,47 @@ pub async fn start_attempts(
     .bind(&numbers)
     .bind(worker.id)
     .bind(&worker.name)
+    .bind(&groups)
+    .bind(&kinds)
+    .bind(&specs)
+    .bind(&datas)
+    .bind(&data_times)
+    .bind(&timeouts)
+    .bind(&users)
     .fetch_all(store.pool())
     .await
     .context("starting attempts")?;
     Ok(started.iter().map(|p| p.message(p.attempt)).collect())
+}
+
+/// A task's status and its current attempt as its row records it (the message that attempt
+/// should have), or None if no such task exists: how a worker tells a duplicate or stale
+/// message from one that differs from its row.
+pub async fn recorded_attempt(
+    store: &Store,
+    task_id: Uuid,
+) -> Result<Option<(TaskStatus, TaskMessage)>, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        status: String,
+        #[sqlx(flatten)]
+        parts: MessageParts,
+    }
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT status, id, attempt, kind, spec, worker_group, data, data_time, timeout_ms,
+                execute_user
+         FROM tasks WHERE id = $1",
+    )
+    .bind(task_id)
+    .fetch_optional(store.pool())
+    .await
+    .context("reading a task's current attempt")?;
+    Ok(row.map(|r| {
+        (
+            r.status.parse().unwrap_or(TaskStatus::Failed),
+            r.parts.message(r.parts.attempt),
+        )
+    }))
 }
 
 /// `running → succeeded | retrying | failed | killed` for attempts this worker ran: closes each

@@ -202,8 +202,8 @@ async fn the_same_task_message_delivered_twice_runs_once() -> Result<()> {
 }
 
 /// The database is the truth of what runs: a task message forged for a ready task (its id and
-/// attempt, another command) does not run; the command the task's row records does, once, and a
-/// forged message that reached a worker first is dead-lettered with the reason.
+/// attempt, another command) does not run and spends no attempt; the command the task's row
+/// records does, once, as attempt 1, and the forged message is dead-lettered with the reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_task_message_runs_the_recorded_command_not_its_own() -> Result<()> {
     let mut env = TestEnv::new().await?;
@@ -250,10 +250,9 @@ async fn a_forged_task_message_runs_the_recorded_command_not_its_own() -> Result
     env.start(Services::WORKER).await?;
     let task = env.wait_status(submitted.id, TaskStatus::Succeeded).await?;
     assert_eq!(std::fs::read_to_string(&marker)?, "recorded\n");
-    if task.attempt > 1 {
-        // The forged message was taken first: its attempt never ran, and it is a dead letter.
-        assert!(chime_tests::dead_letters(&topology).await? >= 1);
-    }
+    assert_eq!(task.attempt, 1, "the forgery spent no attempt");
+    let reasons = chime_tests::wait_dead_letters(&topology, 1).await?;
+    assert!(reasons[0].contains("spec"), "{reasons:?}");
     let _ = std::fs::remove_file(&marker);
     let _ = conn.close(200, "done".into()).await;
     env.cleanup().await
@@ -351,5 +350,77 @@ async fn a_task_published_by_any_amqp_client_runs() -> Result<()> {
     assert_eq!(task.result.expect("result").output, "from amqp\n");
     let all = chime_core::store::tasks::list(&env.store, &Default::default(), 10).await?;
     assert_eq!(all.len(), 1);
+    env.cleanup().await
+}
+
+/// A worker runs only the tasks of the groups it consumes: a message copying a task row of
+/// another group, published to this worker's queue (with the row's group, or claiming this one),
+/// is dead-lettered and the task's row is not touched, however many times it is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_of_another_group_forged_into_this_queue_never_runs_nor_spends_attempts()
+-> Result<()> {
+    let mut env = TestEnv::new().await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    chime_core::store::worker_groups::create(
+        &env.store,
+        &chime_core::store::worker_groups::NewWorkerGroup {
+            name: "etl".into(),
+            description: String::new(),
+        },
+    )
+    .await?;
+    let marker = std::env::temp_dir().join(format!("chime-group-{}", Uuid::now_v7()));
+    let submitted = task_lifecycle::submit(
+        &env.store,
+        &topology,
+        NewTask {
+            kind: "shell".into(),
+            group: Some("etl".into()),
+            spec: serde_json::json!({ "command": format!("echo ran >> {}", marker.display()) }),
+            ..NewTask::default()
+        },
+    )
+    .await?;
+    let (_, copy) = task_lifecycle::recorded_attempt(&env.store, submitted.id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the task's row"))?;
+    // A worker of the default group only.
+    env.start(Services::WORKER).await?;
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    topology.declare(&channel).await?;
+    topology.declare_group(&channel, "default").await?;
+    let claiming_default = TaskMessage {
+        group: "default".into(),
+        ..copy.clone()
+    };
+    for message in [&copy, &claiming_default, &copy, &claiming_default] {
+        publish_confirmed(
+            &channel,
+            &topology.tasks_exchange(),
+            "default",
+            &serde_json::to_vec(message)?,
+            FieldTable::default(),
+        )
+        .await?;
+    }
+    // Two copies of one forgery in flight at once are one: the second is dropped as a duplicate.
+    let reasons = chime_tests::wait_dead_letters(&topology, 3).await?;
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("\"etl\" came from queue")),
+        "{reasons:?}"
+    );
+    assert!(reasons.iter().any(|r| r.contains("(group)")), "{reasons:?}");
+    let task = env.task(submitted.id).await?;
+    assert_eq!(task.status, TaskStatus::Ready);
+    assert_eq!(task.attempt, 1);
+    assert!(task.attempts.is_empty(), "{:?}", task.attempts);
+    assert!(!marker.exists(), "the etl task ran on a default worker");
+    let _ = conn.close(200, "done".into()).await;
     env.cleanup().await
 }

@@ -486,9 +486,12 @@ async fn a_start_asked_again_by_its_worker_is_its_own_and_no_one_elses() -> Resu
         .execute(env.store.pool())
         .await?;
     }
+    let (_, message) = chime_core::store::task_lifecycle::recorded_attempt(&env.store, task.id)
+        .await?
+        .context("the task's row")?;
     let start = |worker: &chime_core::store::task_lifecycle::WorkerIdentity, n: usize| {
         let (store, worker) = (env.store.clone(), worker.clone());
-        let asks = vec![(task.id, 1); n];
+        let asks = vec![message.clone(); n];
         async move {
             let started =
                 chime_core::store::task_lifecycle::start_attempts(&store, &worker, &asks).await?;
