@@ -9,6 +9,7 @@ pub mod auth;
 pub mod dashboard;
 pub mod error;
 pub mod events;
+pub mod http_server;
 pub mod routes;
 pub mod state;
 
@@ -152,10 +153,16 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(routes::access::list_audit))
         .routes(routes!(routes::retention::prune))
         .split_for_parts();
-    let openapi_json = serde_json::to_value(&openapi).unwrap_or_default();
+    // Serialized once and shared: a request clones a reference count, not the document.
+    let openapi_json = axum::body::Bytes::from(serde_json::to_vec(&openapi).unwrap_or_default());
     let api = api.route(
         "/api/v1/openapi.json",
-        get(move || std::future::ready(axum::Json(openapi_json))),
+        get(move || {
+            std::future::ready((
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                openapi_json.clone(),
+            ))
+        }),
     );
     Router::new()
         .merge(api)
@@ -240,8 +247,7 @@ pub async fn serve(
         shutdown: shutdown.clone(),
         ..state
     };
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    http_server::serve(listener, router(state), shutdown)
         .await
         .map_err(ApiStartError::Serve)
 }
@@ -284,8 +290,7 @@ pub async fn serve_metrics(
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(ready));
     info!(addr = ?listener.local_addr().ok(), "metrics listening");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    http_server::serve(listener, app, shutdown)
         .await
         .map_err(ApiStartError::Serve)
 }
