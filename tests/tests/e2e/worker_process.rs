@@ -276,3 +276,131 @@ async fn chime_worker_drain_stops_a_worker_over_the_control_queue() -> Result<()
     assert!(String::from_utf8_lossy(&again.stderr).contains("error:"));
     env.cleanup().await
 }
+
+/// The processes whose command line contains `needle` (read from /proc).
+fn processes_with(needle: &str) -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(needle).then_some((pid, cmdline))
+        })
+        .collect()
+}
+
+/// Nothing a command starts outlives its attempt: a background child, one in a new session
+/// (`setsid`, `setsid -f`) and a double-forked one are all gone once the task has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_processes_die_with_it_even_in_a_new_session() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    // Durations no other test uses, to find them in the process table.
+    let tag = format!(
+        "1{}.{}",
+        std::process::id() % 1000,
+        Uuid::now_v7().as_u128() % 1000
+    );
+    let script = format!(
+        "sleep {tag}1 & setsid sleep {tag}2 & setsid -f sleep {tag}3; (sleep {tag}4 &); echo started"
+    );
+    let id = env
+        .submit(&["--kind", "shell", "--script", &script])
+        .await?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    eventually("the task's children to be gone", || async {
+        Ok(processes_with(&format!("sleep {tag}")).is_empty())
+    })
+    .await?;
+    env.cleanup().await
+}
+
+/// A worker killed with -9 leaves nothing running beside the re-run of its attempt: attempt 1's
+/// command, and a child it started in a session of its own, stop before attempt 2 starts on
+/// another worker (seen in a log every process of the task appends to), and its data file is
+/// removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_no_process_of_attempt_1_runs_beside_attempt_2() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(API_AND_SCHEDULER).await?;
+    let mut first = env.spawn_chime(&["worker"])?;
+    online_workers(&env, 1).await?;
+    let dir = chime_tests::scratch_dir("rerun-beside")?;
+    let log = dir.join("log");
+    let script = format!(
+        r#"echo "$CHIME_ATTEMPT start $(date +%s%N)" >> {log}
+echo "$CHIME_DATA_FILE" > {dir}/data-file-$CHIME_ATTEMPT
+setsid sh -c 'while true; do echo "$CHIME_ATTEMPT tick $(date +%s%N)" >> {log}; sleep 0.05; done' &
+while true; do echo "$CHIME_ATTEMPT main $(date +%s%N)" >> {log}; sleep 0.05; [ "$CHIME_ATTEMPT" = 1 ] || break; done
+sleep 1"#,
+        log = log.display(),
+        dir = dir.display()
+    );
+    // Over 64 KiB: the data goes in a file (CHIME_DATA_FILE).
+    let data = serde_json::json!({ "big": "x".repeat(100_000) }).to_string();
+    let id = env
+        .submit(&[
+            "--kind",
+            "shell",
+            "--requests-recovery",
+            "--data",
+            &data,
+            "--script",
+            &script,
+        ])
+        .await?;
+    let lines = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    eventually("attempt 1 and its own-session child to run", || async {
+        Ok(lines().iter().any(|l| l.starts_with("1 tick")))
+    })
+    .await?;
+    let _second = env.spawn_chime(&["worker"])?;
+    online_workers(&env, 2).await?;
+    signal(&first, Signal::SIGKILL)?;
+    first.wait().await?;
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    assert_eq!(task.attempt, 2);
+    let at = |line: &String| -> u128 {
+        line.rsplit(' ')
+            .next()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0)
+    };
+    let lines = lines();
+    let second_start = lines
+        .iter()
+        .find(|l| l.starts_with("2 start"))
+        .map(at)
+        .context("attempt 2 started")?;
+    let last_of_first = lines
+        .iter()
+        .filter(|l| l.starts_with("1 "))
+        .map(at)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        last_of_first < second_start,
+        "attempt 1 wrote {} ms after attempt 2 started",
+        (last_of_first - second_start) / 1_000_000
+    );
+    let data_file = std::fs::read_to_string(dir.join("data-file-1"))?;
+    assert!(data_file.trim().ends_with(".json"), "{data_file:?}");
+    assert!(
+        !std::path::Path::new(data_file.trim()).exists(),
+        "{data_file} outlived its worker"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup().await
+}

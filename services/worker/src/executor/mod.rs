@@ -12,6 +12,7 @@ mod execute_user;
 mod http;
 mod noop;
 pub mod output;
+pub mod sandbox;
 mod shell;
 mod template;
 
@@ -120,6 +121,7 @@ pub struct Executors {
     http: reqwest::Client,
     users: UserPolicy,
     env: TaskEnv,
+    sandbox: std::sync::Arc<sandbox::Sandbox>,
 }
 
 impl Executors {
@@ -143,6 +145,7 @@ impl Executors {
                 allowed: settings.execute_users.clone(),
             },
             env: TaskEnv::from_worker(&settings.pass_env),
+            sandbox: std::sync::Arc::new(sandbox::Sandbox::create()),
         })
     }
 
@@ -201,7 +204,7 @@ impl Executors {
                 };
             }
         };
-        shell::run(spec, user, &self.env, attempt).await
+        shell::run(spec, user, &self.env, &self.sandbox, attempt).await
     }
 }
 

@@ -6,8 +6,9 @@
 //! data is too large for a variable). Never the worker's own settings or secrets.
 //!
 //! stdout and stderr are read into one bounded tail. When the command ends, or on timeout or
-//! cancellation, whatever is left of its process group is killed, so a child the command started
-//! (`sleep 1000 &`) dies with its attempt. Exit code 75 (EX_TEMPFAIL) means "reject, try later".
+//! cancellation, whatever is left of it is killed — its attempt's cgroup, else its process group
+//! ([`super::sandbox`]) — so a child the command started (`sleep 1000 &`, `setsid …`) dies with
+//! its attempt. Exit code 75 (EX_TEMPFAIL) means "reject, try later".
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -25,6 +26,7 @@ use tokio::process::{Child, Command};
 use super::Attempt;
 use super::execute_user::RunAs;
 use super::output::OutputTail;
+use super::sandbox::Sandbox;
 
 /// sysexits.h's EX_TEMPFAIL: the command asks to be retried later.
 const EX_TEMPFAIL: i32 = 75;
@@ -75,11 +77,16 @@ impl Drop for DataFile {
     }
 }
 
-/// Writes `data` to a new file only `user` can read. `create_new` refuses a path that exists
-/// (a planted symlink included).
-fn write_data_file(data: &str, attempt: &Attempt, user: &RunAs) -> std::io::Result<DataFile> {
+/// Writes `data` to a new file only `user` can read, in the worker's data directory (removed if
+/// the worker dies). `create_new` refuses a path that exists (a planted symlink included).
+fn write_data_file(
+    data: &str,
+    attempt: &Attempt,
+    user: &RunAs,
+    dir: &std::path::Path,
+) -> std::io::Result<DataFile> {
     // A name no other task can guess and take first.
-    let path = std::env::temp_dir().join(format!(
+    let path = dir.join(format!(
         "chime-data-{}-{}-{}.json",
         attempt.message.task_id,
         attempt.message.attempt,
@@ -99,7 +106,13 @@ fn write_data_file(data: &str, attempt: &Attempt, user: &RunAs) -> std::io::Resu
 }
 
 /// Runs the command as `user` to its end or its interruption.
-pub async fn run(spec: ShellSpec, user: RunAs, env: &TaskEnv, attempt: &Attempt) -> AttemptEnd {
+pub async fn run(
+    spec: ShellSpec,
+    user: RunAs,
+    env: &TaskEnv,
+    sandbox: &Sandbox,
+    attempt: &Attempt,
+) -> AttemptEnd {
     let mut command = match &spec.command {
         ShellCommand::Argv(argv) => {
             let mut command = Command::new(&argv[0]);
@@ -129,7 +142,7 @@ pub async fn run(spec: ShellSpec, user: RunAs, env: &TaskEnv, attempt: &Attempt)
         .kill_on_drop(true);
     let data = message.data.to_string();
     let _data_file = if data.len() > DATA_IN_ENV_MAX {
-        match write_data_file(&data, attempt, &user) {
+        match write_data_file(&data, attempt, &user, sandbox.data_dir()) {
             Ok(file) => {
                 command.env("CHIME_DATA_FILE", &file.0);
                 Some(file)
@@ -150,12 +163,26 @@ pub async fn run(spec: ShellSpec, user: RunAs, env: &TaskEnv, attempt: &Attempt)
     };
     // The command dies with its worker: a worker killed with -9 must not leave its attempt
     // running beside the re-run that recovery starts. (Set after the credentials change, which
-    // would clear it; what the command itself forks is not covered.)
+    // would clear it; what the command itself forks is the attempt cgroup's, and the guard's.)
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
         command.pre_exec(|| {
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
         });
+    }
+    let mut processes = sandbox.attempt(message.task_id, message.attempt);
+    if let Some(fd) = processes.join_fd() {
+        // Into the attempt's cgroup before exec, so all it starts is there too.
+        // SAFETY: write(2) is async-signal-safe; the buffer is a static.
+        unsafe {
+            command.pre_exec(move || {
+                if nix::libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
     }
     if let Some(data_time) = message.data_time {
         command.env("CHIME_DATA_TIME", data_time.to_string());
@@ -196,6 +223,9 @@ pub async fn run(spec: ShellSpec, user: RunAs, env: &TaskEnv, attempt: &Attempt)
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
+    if let Some(group) = group {
+        processes.started(group.as_raw());
+    }
     let status = tokio::select! {
         status = child.wait() => Ok(status),
         why = attempt.interruption() => Err(why),
@@ -203,6 +233,7 @@ pub async fn run(spec: ShellSpec, user: RunAs, env: &TaskEnv, attempt: &Attempt)
     // Ended or cut short, nothing of the attempt outlives it: what it left running in the
     // background dies too, and its pipes close.
     kill_group(group, &mut child).await;
+    processes.kill().await;
     for reader in readers.into_iter().flatten() {
         let abort = reader.abort_handle();
         if tokio::time::timeout(DRAIN_GRACE, reader).await.is_err() {
