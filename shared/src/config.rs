@@ -149,6 +149,12 @@ pub struct WorkerSettings {
     /// settings.
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// Run tasks as another user even where they could reach the store or the broker without
+    /// credentials (`CHIME_WORKER__ALLOW_OPEN_STORE`; default false: a root worker that finds
+    /// PostgreSQL trusting local connections, or RabbitMQ's `guest` open, refuses to start). For
+    /// throwaway machines and test suites only.
+    #[serde(default)]
+    pub allow_open_store: bool,
 }
 
 impl WorkerSettings {
@@ -207,6 +213,7 @@ impl Settings {
             .set_default("worker.output_tail_bytes", 64 * 1024)?
             .set_default("worker.shutdown_grace_ms", 10_000)?
             .set_default("worker.default_user", "nobody")?
+            .set_default("worker.allow_open_store", false)?
             .set_default("metrics_public", false)?
             .set_default("insecure_no_auth", false)?
             .set_default("scheduler.misfire_threshold_ms", 60_000)?

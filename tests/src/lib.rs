@@ -5,6 +5,7 @@
 pub mod browser;
 pub mod postgres;
 pub mod proxy;
+pub mod rabbitmq;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -65,11 +66,14 @@ impl TestEnv {
             config_file: Some(PathBuf::from("/nonexistent/chime.toml")),
             ..Overrides::default()
         })?;
-        // Tests run side by side on one PostgreSQL: keep each process's pool small.
-        let settings = Settings {
+        // Tests run side by side on one PostgreSQL: keep each process's pool small. The shared
+        // servers trust loopback connections: workers run tasks anyway (tests that check the
+        // refusal turn this off).
+        let mut settings = Settings {
             db_pool_size: 4,
             ..settings
         };
+        settings.worker.allow_open_store = true;
         let store = Store::connect(&settings.database_url, 4).await?;
         Ok(Self {
             settings,
@@ -215,6 +219,7 @@ impl TestEnv {
             .env("CHIME_PREFIX", &self.settings.prefix)
             .env("CHIME_DB_POOL_SIZE", "4")
             .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+            .env("CHIME_WORKER__ALLOW_OPEN_STORE", "true")
             .env("RUST_LOG", "warn")
             .env_remove("DATABASE_URL")
             .stdout(std::process::Stdio::null())

@@ -1,6 +1,7 @@
 //! A private PostgreSQL server a test (or the chaos suite) owns, so it may stop, restart and cut
 //! it without touching the shared one: `initdb` into a temporary directory with the machine's
-//! PostgreSQL binaries, on a free port, trust authentication. As root the server runs as the
+//! PostgreSQL binaries, on a free port, trust authentication (or, with
+//! [`PrivatePostgres::start_with_password`], passwords for everyone, as a locked-down install has). As root the server runs as the
 //! `postgres` user (PostgreSQL refuses to run as root).
 
 use std::path::{Path, PathBuf};
@@ -14,16 +15,40 @@ pub struct PrivatePostgres {
     dir: PathBuf,
     bin: PathBuf,
     port: u16,
+    password: Option<String>,
 }
 
 impl PrivatePostgres {
     /// Creates and starts a server on a free port.
     pub async fn start() -> Result<Self> {
+        Self::start_with(None).await
+    }
+
+    /// Like [`PrivatePostgres::start`], but every connection, local or TCP, needs a password
+    /// (`scram-sha-256`); the superuser `postgres` has `password`.
+    pub async fn start_with_password(password: &str) -> Result<Self> {
+        Self::start_with(Some(password.to_string())).await
+    }
+
+    async fn start_with(password: Option<String>) -> Result<Self> {
         let bin = binaries()?;
         let dir = std::env::temp_dir().join(format!("chime-pg-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir)?;
         let port = port_outside_ephemeral_range()?;
-        let server = Self { dir, bin, port };
+        let server = Self {
+            dir,
+            bin,
+            port,
+            password,
+        };
+        let pwfile = server.dir.join("pwfile");
+        let auth = match &server.password {
+            Some(password) => {
+                std::fs::write(&pwfile, password)?;
+                format!("--auth=scram-sha-256 --pwfile={}", path_str(&pwfile)?)
+            }
+            None => "--auth=trust".to_string(),
+        };
         if is_root() {
             let status = tokio::process::Command::new("chown")
                 .args(["-R", "postgres:postgres"])
@@ -33,22 +58,27 @@ impl PrivatePostgres {
             anyhow::ensure!(status.success(), "chown of {} failed", server.dir.display());
         }
         let data = server.data_dir();
+        let auth: Vec<&str> = auth.split(' ').collect();
         server
             .run(
                 "initdb",
                 &[
-                    "-D",
-                    path_str(&data)?,
-                    "-U",
-                    "postgres",
-                    "--auth=trust",
-                    "--no-sync",
-                    "-E",
-                    "UTF8",
-                ],
+                    auth.as_slice(),
+                    &[
+                        "-D",
+                        path_str(&data)?,
+                        "-U",
+                        "postgres",
+                        "--no-sync",
+                        "-E",
+                        "UTF8",
+                    ],
+                ]
+                .concat(),
             )
             .await
             .context("initdb")?;
+        let _ = std::fs::remove_file(&pwfile);
         let conf = format!(
             "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
              fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 300\n",
@@ -63,9 +93,12 @@ impl PrivatePostgres {
         Ok(server)
     }
 
-    /// `postgres://postgres@127.0.0.1:PORT` (append `/database`).
+    /// `postgres://postgres[:password]@127.0.0.1:PORT` (append `/database`).
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}", self.port)
+        match &self.password {
+            Some(password) => format!("postgres://postgres:{password}@127.0.0.1:{}", self.port),
+            None => format!("postgres://postgres@127.0.0.1:{}", self.port),
+        }
     }
 
     /// Its port.

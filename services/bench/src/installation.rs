@@ -72,8 +72,10 @@ impl Installation {
         for _ in 0..count {
             let node = Arc::new(Node::start(self.settings.clone(), "bench").await?);
             let (n, stop) = (node.clone(), self.shutdown.clone());
+            // The benchmark's workers run its noop tasks only, on a throwaway installation.
             let worker = WorkerSettings {
                 concurrency,
+                allow_open_store: true,
                 ..n.settings.worker.clone()
             };
             tokio::spawn(async move {

@@ -69,11 +69,11 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         let recorded = match start(worker, &message).await {
             Some(Some(recorded)) => recorded,
             Some(None) => {
-                worker.let_go(key);
+                let shadowed = worker.let_go(key);
                 if delivery.redelivered {
                     recover_if_orphaned(worker, &message).await;
                 }
-                return not_started(worker, &channel, queue, delivery, &message).await;
+                return not_started(worker, &channel, queue, delivery, &message, shadowed).await;
             }
             None => {
                 // Draining while the database is unreachable: the message goes back. Had the
@@ -195,13 +195,16 @@ async fn follow_output(
 /// A message whose attempt the database would not start: a message for a task that does not
 /// exist, or that differs from the attempt its task's row records, is dead-lettered (forged, or
 /// from another installation) and the row is left as it was; one for an older attempt, or for a
-/// task that has ended or runs elsewhere, is dropped with the reason logged.
+/// task that has ended or runs elsewhere, is dropped with the reason logged. When a forged
+/// message made this worker drop another delivery of the same attempt (`shadowed`: it may have
+/// been the genuine one), the attempt's message is published again from its row.
 async fn not_started(
     worker: &Worker,
     channel: &Channel,
     queue: &str,
     delivery: Delivery,
     message: &TaskMessage,
+    shadowed: bool,
 ) {
     let attempt = message.attempt;
     match task_lifecycle::recorded_attempt(&worker.store, message.task_id).await {
@@ -219,6 +222,18 @@ async fn not_started(
                 let reason = format!("the message does not match its task's row ({difference})");
                 warn!(%reason, %status, "dead-lettering a task message; its attempt is untouched");
                 metrics::counter!("chime_worker_mismatched_messages_total").increment(1);
+                if shadowed
+                    && let Err(error) = task_lifecycle::republish_ready_attempt(
+                        &worker.store,
+                        worker.topology(),
+                        message.task_id,
+                        attempt,
+                    )
+                    .await
+                {
+                    // The scheduler's republish backstop finds the attempt ready and unstarted.
+                    warn!(%error, "cannot publish the attempt's message again");
+                }
                 return reject_poison(worker, channel, queue, delivery, &reason).await;
             }
             None => {

@@ -20,6 +20,7 @@ pub mod consumer;
 pub mod control;
 pub mod delivery;
 pub mod executor;
+pub mod open_store;
 pub mod submitters;
 pub mod transitions;
 
@@ -53,6 +54,10 @@ pub enum WorkerError {
     /// Its HTTP client could not be built.
     #[error("building the http executor's client: {0}")]
     HttpClient(#[source] reqwest::Error),
+    /// Its tasks, running as another user, could reach the store or the broker without
+    /// credentials.
+    #[error("{0}")]
+    OpenStore(String),
 }
 
 /// Where an attempt this worker holds is in its life here.
@@ -75,6 +80,9 @@ struct HeldAttempt {
     /// Cancelled when the worker gives the attempt up (shutdown past its grace, or self-fencing):
     /// it ends as a lost attempt, never as the job's failure.
     abandon: CancellationToken,
+    /// Another delivery of the attempt was dropped while this one was starting: if this one
+    /// turns out forged, that other may have been the genuine message.
+    shadowed: bool,
 }
 
 /// A task's attempt: what the worker holds attempts by.
@@ -126,7 +134,8 @@ impl Worker {
     /// abandon it.
     fn hold(&self, key: AttemptKey) -> Option<(CancellationToken, CancellationToken)> {
         let mut held = self.held.lock().ok()?;
-        if held.contains_key(&key) {
+        if let Some(holder) = held.get_mut(&key) {
+            holder.shadowed |= holder.phase == Phase::Starting;
             return None;
         }
         let kill = CancellationToken::new();
@@ -137,6 +146,7 @@ impl Worker {
                 phase: Phase::Starting,
                 kill: kill.clone(),
                 abandon: abandon.clone(),
+                shadowed: false,
             },
         );
         Some((kill, abandon))
@@ -168,10 +178,14 @@ impl Worker {
     }
 
     /// Lets go of an attempt: it ended (its end committed), or never started here.
-    fn let_go(&self, key: AttemptKey) {
-        if let Ok(mut held) = self.held.lock() {
-            held.remove(&key);
-        }
+    /// Stops holding the attempt; returns whether a delivery of it was dropped while it was
+    /// starting.
+    fn let_go(&self, key: AttemptKey) -> bool {
+        self.held
+            .lock()
+            .ok()
+            .and_then(|mut held| held.remove(&key))
+            .is_some_and(|holder| holder.shadowed)
     }
 
     /// Kills `attempt` of a task if this worker runs it; returns whether it did.
@@ -222,6 +236,32 @@ impl Worker {
     }
 }
 
+/// A root worker runs tasks as other users: it refuses to when they could reach the store or the
+/// broker without credentials ([`open_store`]), unless told the machine is a throwaway.
+async fn refuse_an_open_store(node: &Node, settings: &WorkerSettings) -> Result<(), WorkerError> {
+    if settings.allow_open_store {
+        warn!(
+            "worker.allow_open_store is set: tasks run as other users without a check that they cannot reach the store or the broker"
+        );
+        return Ok(());
+    }
+    let probes = open_store::Probes {
+        database_url: node.settings.database_url.clone(),
+        amqp_url: node.settings.amqp_url.clone(),
+        task_users: std::iter::once(settings.default_user.clone())
+            .chain(settings.execute_users.iter().filter(|u| *u != "*").cloned())
+            .collect(),
+    };
+    let holes = open_store::find_holes(&probes).await;
+    if holes.is_empty() {
+        return Ok(());
+    }
+    Err(WorkerError::OpenStore(open_store::refusal(
+        &holes,
+        &settings.default_user,
+    )))
+}
+
 /// Runs a worker on `node` until `shutdown`, then drains: stops consuming, returns unstarted
 /// deliveries, waits up to the grace period for running attempts, and goes offline.
 pub async fn run(
@@ -245,6 +285,9 @@ pub async fn run(
     // neither to anyone but root. (A child's exec makes the child dumpable again.)
     if let Err(error) = nix::sys::prctl::set_dumpable(false) {
         warn!(%error, "cannot make the worker undumpable: its tasks may read its environment");
+    }
+    if nix::unistd::geteuid().is_root() {
+        refuse_an_open_store(node, &settings).await?;
     }
     let executors = Executors::new(&settings, node.settings.executors.clone())
         .map_err(WorkerError::HttpClient)?;

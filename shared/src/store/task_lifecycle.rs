@@ -359,6 +359,35 @@ pub async fn start_attempts(
     Ok(started.iter().map(|p| p.message(p.attempt)).collect())
 }
 
+/// Publishes the message of a `ready` attempt again, from its row, if the task is still at that
+/// attempt and `ready`: for a worker that dropped a delivery of the attempt as a duplicate of a
+/// message that turned out forged. A copy too many is harmless (one start wins).
+pub async fn republish_ready_attempt(
+    store: &Store,
+    topology: &Topology,
+    task_id: Uuid,
+    attempt: i32,
+) -> Result<bool, StoreError> {
+    let mut tx = store.begin().await?;
+    let parts: Option<MessageParts> = sqlx::query_as(
+        "SELECT id, attempt, kind, spec, worker_group, data, data_time, timeout_ms, execute_user
+         FROM tasks WHERE id = $1 AND attempt = $2 AND status = 'ready' FOR UPDATE",
+    )
+    .bind(task_id)
+    .bind(attempt)
+    .fetch_optional(&mut *tx)
+    .await
+    .context("reading a ready attempt")?;
+    let Some(parts) = parts else {
+        return Ok(false);
+    };
+    enqueue_task_messages(&mut tx, topology, &[parts.message(attempt)]).await?;
+    tx.commit()
+        .await
+        .context("committing a republished attempt")?;
+    Ok(true)
+}
+
 /// A task's status and its current attempt as its row records it (the message that attempt
 /// should have), or None if no such task exists: how a worker tells a duplicate or stale
 /// message from one that differs from its row.

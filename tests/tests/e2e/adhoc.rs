@@ -251,8 +251,10 @@ async fn a_forged_task_message_runs_the_recorded_command_not_its_own() -> Result
     let task = env.wait_status(submitted.id, TaskStatus::Succeeded).await?;
     assert_eq!(std::fs::read_to_string(&marker)?, "recorded\n");
     assert_eq!(task.attempt, 1, "the forgery spent no attempt");
-    let reasons = chime_tests::wait_dead_letters(&topology, 1).await?;
-    assert!(reasons[0].contains("spec"), "{reasons:?}");
+    // Taken first, the forgery is dead-lettered; taken while the genuine attempt ran, it is
+    // dropped as its duplicate. Either way it never ran.
+    let reasons = chime_tests::dead_letter_reasons(&topology).await?;
+    assert!(reasons.iter().all(|r| r.contains("(spec)")), "{reasons:?}");
     let _ = std::fs::remove_file(&marker);
     let _ = conn.close(200, "done".into()).await;
     env.cleanup().await

@@ -15,6 +15,7 @@ async fn chime_up_serves_and_stops_cleanly_on_sigterm() -> Result<()> {
     let env = TestEnv::new().await?;
     let mut up = tokio::process::Command::new(chime_binary()?)
         .args(["up", "--api-addr", env.settings.api_addr.as_str()])
+        .env("CHIME_WORKER__ALLOW_OPEN_STORE", "true")
         .env("CHIME_DATABASE_URL", &env.settings.database_url)
         .env("CHIME_AMQP_URL", &env.settings.amqp_url)
         .env("CHIME_PREFIX", &env.settings.prefix)

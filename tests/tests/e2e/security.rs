@@ -1085,3 +1085,105 @@ async fn idle_connections_cost_little_and_are_closed() -> Result<()> {
     api.kill().await?;
     env.cleanup().await
 }
+
+/// A root worker runs tasks as another user only where that user cannot walk into the store or
+/// the broker: on this machine's servers (PostgreSQL trusting loopback, RabbitMQ's `guest`) it
+/// refuses to start, naming the holes and the fix, unless `worker.allow_open_store`; on an
+/// install with passwords it starts, and a task running as the default user gets into neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_reach_no_store_or_broker_without_credentials() -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: only a root worker runs tasks as another user");
+        return Ok(());
+    }
+    // The machine's servers: open to anyone on loopback.
+    let env = TestEnv::new().await?;
+    let mut settings = env.settings.clone();
+    settings.worker.allow_open_store = false;
+    let refused = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        chime_cli::commands::services::run_until(
+            settings,
+            Services::WORKER,
+            tokio_util::sync::CancellationToken::new(),
+        ),
+    )
+    .await
+    .context("the worker should have refused to start")?;
+    let error = format!("{:#}", refused.expect_err("the worker refused"));
+    assert!(error.contains("refusing to run tasks"), "{error}");
+    let workers: i64 = sqlx::query_scalar("SELECT count(*) FROM workers")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(workers, 0, "no worker registered: {error}");
+    let probes = chime_worker::open_store::Probes {
+        database_url: env.settings.database_url.clone(),
+        amqp_url: env.settings.amqp_url.clone(),
+        task_users: vec!["nobody".into()],
+    };
+    let holes = chime_worker::open_store::find_holes(&probes).await;
+    let refusal = chime_worker::open_store::refusal(&holes, "nobody");
+    assert!(refusal.contains("PostgreSQL at 127.0.0.1"), "{refusal}");
+    assert!(refusal.contains("guest"), "{refusal}");
+    assert!(
+        refusal.contains("CHIME_WORKER__ALLOW_OPEN_STORE"),
+        "{refusal}"
+    );
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), env.chime(&["worker"]))
+        .await
+        .context("chime worker should have refused to start")??;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("refusing to run tasks as \"nobody\""),
+        "{stderr}"
+    );
+    env.cleanup().await?;
+
+    // An install with passwords: its own PostgreSQL (scram for every connection) and RabbitMQ
+    // (one user, no guest).
+    let pg = chime_tests::postgres::PrivatePostgres::start_with_password("pg-secret-for-the-test")
+        .await?;
+    let broker =
+        chime_tests::rabbitmq::PrivateRabbitMq::start("chime", "mq-secret-for-the-test").await?;
+    let result = async {
+        let mut env = TestEnv::with_amqp_url(&pg.url(), &broker.url()).await?;
+        env.settings.worker.allow_open_store = false;
+        let probes = chime_worker::open_store::Probes {
+            database_url: env.settings.database_url.clone(),
+            amqp_url: env.settings.amqp_url.clone(),
+            task_users: vec!["nobody".into()],
+        };
+        let holes = chime_worker::open_store::find_holes(&probes).await;
+        assert!(holes.is_empty(), "{holes:?}");
+        env.start(Services::ALL).await?;
+        let guest = format!("amqp://guest:guest@127.0.0.1:{}/%2f", broker.port());
+        assert!(
+            lapin::Connection::connect(&guest, lapin::ConnectionProperties::default())
+                .await
+                .is_err(),
+            "guest got into the locked-down broker"
+        );
+        // A task as the default user tries PostgreSQL as every role that matters.
+        let script = format!(
+            "command -v psql >/dev/null || echo 'no psql here'; \
+             for role in postgres nobody chime root; do \
+               psql -w -h 127.0.0.1 -p {port} -U $role -d postgres -c 'select 1' >/dev/null 2>&1 \
+                 && echo \"in as $role\"; \
+             done; echo done",
+            port = pg.port()
+        );
+        let id = env
+            .submit(&["--kind", "shell", "--script", &script])
+            .await?;
+        let task = env.wait_terminal(id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+        let output = task.result.map(|r| r.output).unwrap_or_default();
+        assert_eq!(output, "done\n", "a task got into the store: {output}");
+        env.cleanup().await
+    }
+    .await;
+    pg.destroy().await;
+    broker.destroy().await;
+    result
+}

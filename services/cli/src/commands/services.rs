@@ -93,6 +93,18 @@ pub async fn run_until(
     let worker_settings: WorkerSettings = node.settings.worker.clone();
     let running = TaskTracker::new();
     let failed = CancellationToken::new();
+    // The first service failure, which the process ends with.
+    let failure: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+    let fail = {
+        let (failed, failure) = (failed.clone(), failure.clone());
+        move |what: &str, error: String| {
+            error!(%error, "{what} stopped");
+            if let Ok(mut first) = failure.lock() {
+                first.get_or_insert(error);
+            }
+            failed.cancel();
+        }
+    };
     // Bind before spawning so a taken port is an error at start-up, not a log line.
     let listener = if services.api {
         Some(chime_api::bind(&node, &node.settings.api_addr).await?)
@@ -120,16 +132,15 @@ pub async fn run_until(
     }
     if let Some(listener) = listener {
         let state = chime_api::state(&node, &listener);
-        let (stop, failed) = (shutdown.clone(), failed.clone());
+        let (stop, fail) = (shutdown.clone(), fail.clone());
         running.spawn(async move {
             if let Err(e) = chime_api::serve(listener, state, stop).await {
-                error!(error = %e, "API stopped");
-                failed.cancel();
+                fail("the API", e.to_string());
             }
         });
     }
     if services.worker {
-        let (node, stop, failed) = (node.clone(), shutdown.clone(), failed.clone());
+        let (node, stop, fail) = (node.clone(), shutdown.clone(), fail.clone());
         // A worker alone in its process (`chime worker`) that drains on command ends the
         // process, as Celery's shutdown does; beside other services it leaves them running.
         let alone = services == Services::WORKER;
@@ -137,21 +148,17 @@ pub async fn run_until(
             match chime_worker::run(&node, worker_settings, stop.clone()).await {
                 Ok(()) if alone => stop.cancel(),
                 Ok(()) => {}
-                Err(e) => {
-                    error!(error = %e, "worker stopped");
-                    failed.cancel();
-                }
+                Err(e) => fail("the worker", e.to_string()),
             }
         });
     }
     if services.scheduler {
-        let (node, stop, failed) = (node.clone(), shutdown.clone(), failed.clone());
+        let (node, stop, fail) = (node.clone(), shutdown.clone(), fail.clone());
         running.spawn(async move {
             let settings =
                 chime_scheduler::SchedulerSettings::from_config(&node.settings.scheduler);
             if let Err(e) = chime_scheduler::run(&node, settings, stop).await {
-                error!(error = %e, "scheduler stopped");
-                failed.cancel();
+                fail("the scheduler", e.to_string());
             }
         });
     }
@@ -180,7 +187,8 @@ pub async fn run_until(
         anyhow::bail!("{reason}");
     }
     if failed.is_cancelled() {
-        anyhow::bail!("a service failed; see the log above");
+        let first = failure.lock().ok().and_then(|mut f| f.take());
+        anyhow::bail!(first.unwrap_or_else(|| "a service failed; see the log above".into()));
     }
     Ok(())
 }

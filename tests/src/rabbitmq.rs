@@ -1,0 +1,131 @@
+//! A private RabbitMQ node a test owns: started from the machine's RabbitMQ in a temporary
+//! directory, on free ports, with one user of the test's choosing and no `guest`, as a
+//! locked-down install has. Takes a few seconds to boot.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+/// A RabbitMQ node in a directory of its own.
+pub struct PrivateRabbitMq {
+    dir: PathBuf,
+    port: u16,
+    user: String,
+    password: String,
+    node: tokio::process::Child,
+}
+
+impl PrivateRabbitMq {
+    /// Starts a node whose only user is `user` (an administrator of `/`) with `password`.
+    pub async fn start(user: &str, password: &str) -> Result<Self> {
+        let server = "/usr/lib/rabbitmq/bin/rabbitmq-server";
+        anyhow::ensure!(
+            std::path::Path::new(server).exists(),
+            "no {server}: RabbitMQ is not installed here"
+        );
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("chime-rabbitmq-{id}"));
+        std::fs::create_dir_all(&dir)?;
+        let (port, dist_port) = (free_port()?, free_port()?);
+        std::fs::write(
+            dir.join("rabbitmq.conf"),
+            format!(
+                "listeners.tcp.default = 127.0.0.1:{port}\ndefault_user = {user}\n\
+                 default_pass = {password}\n"
+            ),
+        )?;
+        std::fs::write(dir.join("enabled_plugins"), "[].\n")?;
+        let as_root = nix::unistd::geteuid().is_root();
+        if as_root {
+            let status = tokio::process::Command::new("chown")
+                .args(["-R", "rabbitmq"])
+                .arg(&dir)
+                .status()
+                .await?;
+            anyhow::ensure!(status.success(), "chown of {} failed", dir.display());
+        }
+        let mut command = if as_root {
+            let mut command = tokio::process::Command::new("runuser");
+            command.args(["-u", "rabbitmq", "--", server]);
+            command
+        } else {
+            tokio::process::Command::new(server)
+        };
+        let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+        let node = command
+            .current_dir(&dir)
+            .env(
+                "RABBITMQ_NODENAME",
+                format!("chime{}@localhost", &id[id.len() - 10..]),
+            )
+            .env("RABBITMQ_NODE_PORT", port.to_string())
+            .env("RABBITMQ_DIST_PORT", dist_port.to_string())
+            .env("RABBITMQ_MNESIA_BASE", path("mnesia"))
+            .env("RABBITMQ_LOG_BASE", path("log"))
+            .env("RABBITMQ_CONFIG_FILE", path("rabbitmq"))
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", path("enabled_plugins"))
+            .env("RABBITMQ_PID_FILE", path("pid"))
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.join("out"))?)
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let broker = Self {
+            dir,
+            port,
+            user: user.to_string(),
+            password: password.to_string(),
+            node,
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+        loop {
+            let connected =
+                lapin::Connection::connect(&broker.url(), lapin::ConnectionProperties::default())
+                    .await;
+            if let Ok(conn) = connected {
+                let _ = conn.close(200, "up".into()).await;
+                return Ok(broker);
+            }
+            if tokio::time::Instant::now() > deadline {
+                let out = std::fs::read_to_string(broker.dir.join("out")).unwrap_or_default();
+                bail!("the private RabbitMQ did not start within 90 s: {out}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// `amqp://user:password@127.0.0.1:PORT/%2f`.
+    pub fn url(&self) -> String {
+        format!(
+            "amqp://{}:{}@127.0.0.1:{}/%2f",
+            self.user, self.password, self.port
+        )
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops the node and removes its directory.
+    pub async fn destroy(mut self) {
+        let pid = std::fs::read_to_string(self.dir.join("pid"))
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok());
+        if let Some(pid) = pid {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.node.kill().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("a free port")?;
+    Ok(listener.local_addr()?.port())
+}
