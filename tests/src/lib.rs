@@ -31,6 +31,33 @@ pub fn server_urls() -> (String, String) {
     )
 }
 
+/// The shared broker's `host:port` (from [`server_urls`]).
+pub fn broker_address() -> String {
+    chime_core::bus::connection::node_address(&server_urls().1)
+}
+
+/// The shared broker's URL, with its user, password and virtual host, reached at
+/// `127.0.0.1:port` instead (a proxy in front of it, or a port where nothing listens).
+pub fn amqp_url_at(port: u16) -> String {
+    let url = server_urls().1;
+    let (scheme, rest) = url.split_once("://").unwrap_or(("amqp", &url));
+    let (credentials, after) = match rest.split_once('@') {
+        Some((credentials, after)) => (format!("{credentials}@"), after),
+        None => (String::new(), rest),
+    };
+    let vhost = after.find(['/', '?']).map_or("", |i| &after[i..]);
+    format!("{scheme}://{credentials}127.0.0.1:{port}{vhost}")
+}
+
+/// The user the test suite connects to the shared broker as (`guest` by default).
+pub fn broker_user() -> String {
+    let url = server_urls().1;
+    url.split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .map(|(credentials, _)| credentials.split(':').next().unwrap_or("guest").to_string())
+        .unwrap_or_else(|| "guest".into())
+}
+
 /// A test's isolated installation: a database and an AMQP prefix of its own.
 pub struct TestEnv {
     /// Settings pointing at the test's database and prefix.
@@ -87,9 +114,9 @@ impl TestEnv {
     /// Like [`TestEnv::new`], with the services' AMQP connection going through a proxy the test
     /// can cut.
     pub async fn behind_proxy() -> Result<(Self, proxy::Proxy)> {
-        let proxy = proxy::Proxy::start("127.0.0.1:5672").await?;
+        let proxy = proxy::Proxy::start(&broker_address()).await?;
         let (pg, _) = server_urls();
-        let amqp = format!("amqp://guest:guest@127.0.0.1:{}/%2f", proxy.port());
+        let amqp = amqp_url_at(proxy.port());
         Ok((Self::with_amqp_url(&pg, &amqp).await?, proxy))
     }
 

@@ -289,10 +289,7 @@ async fn a_question_about_a_missing_queue_keeps_the_connection() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_broker_url_may_list_several_nodes_and_a_dead_one_is_skipped() -> Result<()> {
     let (pg, amqp) = chime_tests::server_urls();
-    let dead = format!(
-        "amqp://guest:guest@127.0.0.1:{}/%2f",
-        chime_tests::free_port()?
-    );
+    let dead = chime_tests::amqp_url_at(chime_tests::free_port()?);
     let mut env = TestEnv::with_amqp_url(&pg, &format!("{dead}, {amqp}")).await?;
     env.start(chime_cli::commands::services::Services::ALL)
         .await?;
@@ -308,7 +305,11 @@ async fn the_broker_url_may_list_several_nodes_and_a_dead_one_is_skipped() -> Re
 async fn start_up_refuses_what_no_retry_can_mend() -> Result<()> {
     let env = TestEnv::new().await?;
     let (_, amqp) = chime_tests::server_urls();
-    let wrong_password = amqp.replacen(":guest@", ":not-the-password@", 1);
+    let user = chime_tests::broker_user();
+    let wrong_password = match amqp.split_once('@') {
+        Some((_, host)) => format!("amqp://{user}:not-the-password@{host}"),
+        None => format!("amqp://{user}:not-the-password@127.0.0.1:5672/%2f"),
+    };
     let closed_port = chime_tests::free_port()?;
     let cases = [
         (

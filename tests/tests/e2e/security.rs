@@ -436,8 +436,9 @@ async fn publish_submission(env: &TestEnv, task: NewTask, user_id: Option<&str>)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqp_submissions_need_a_mapped_broker_user_when_auth_is_on() -> Result<()> {
     let mut env = TestEnv::new().await?;
+    let user = chime_tests::broker_user();
     env.settings.amqp_users.insert(
-        "guest".into(),
+        user.clone(),
         AmqpUser {
             role: Role::Operate,
             execute_users: Vec::new(),
@@ -459,11 +460,11 @@ async fn amqp_submissions_need_a_mapped_broker_user_when_auth_is_on() -> Result<
             execute_user: Some("root".into()),
             ..noop(as_root)
         },
-        Some("guest"),
+        Some(&user),
     )
     .await?;
     let mapped = Uuid::now_v7();
-    publish_submission(&env, noop(mapped), Some("guest")).await?;
+    publish_submission(&env, noop(mapped), Some(&user)).await?;
 
     let task = env.wait_terminal(mapped).await?;
     assert_eq!(task.status, TaskStatus::Succeeded);
@@ -472,7 +473,7 @@ async fn amqp_submissions_need_a_mapped_broker_user_when_auth_is_on() -> Result<
             .bind(mapped)
             .fetch_one(env.store.pool())
             .await?;
-    assert_eq!(submit_user.as_deref(), Some("guest"));
+    assert_eq!(submit_user.as_deref(), Some(user.as_str()));
     let reasons = wait_dead_letters(&topology, 2).await?;
     assert!(reasons.iter().any(|r| r.contains("user_id")), "{reasons:?}");
     assert!(
@@ -1096,48 +1097,51 @@ async fn tasks_reach_no_store_or_broker_without_credentials() -> Result<()> {
         eprintln!("skipped: only a root worker runs tasks as another user");
         return Ok(());
     }
-    // The machine's servers: open to anyone on loopback.
+    // The machine's servers, where they are open to anyone on loopback (as on the machines
+    // this suite runs on; a locked-down machine has nothing to refuse).
     let env = TestEnv::new().await?;
-    let mut settings = env.settings.clone();
-    settings.worker.allow_open_store = false;
-    let refused = tokio::time::timeout(
-        std::time::Duration::from_secs(60),
-        chime_cli::commands::services::run_until(
-            settings,
-            Services::WORKER,
-            tokio_util::sync::CancellationToken::new(),
-        ),
-    )
-    .await
-    .context("the worker should have refused to start")?;
-    let error = format!("{:#}", refused.expect_err("the worker refused"));
-    assert!(error.contains("refusing to run tasks"), "{error}");
-    let workers: i64 = sqlx::query_scalar("SELECT count(*) FROM workers")
-        .fetch_one(env.store.pool())
-        .await?;
-    assert_eq!(workers, 0, "no worker registered: {error}");
     let probes = chime_worker::open_store::Probes {
         database_url: env.settings.database_url.clone(),
         amqp_url: env.settings.amqp_url.clone(),
         task_users: vec!["nobody".into()],
     };
     let holes = chime_worker::open_store::find_holes(&probes).await;
-    let refusal = chime_worker::open_store::refusal(&holes, "nobody");
-    assert!(refusal.contains("PostgreSQL at 127.0.0.1"), "{refusal}");
-    assert!(refusal.contains("guest"), "{refusal}");
-    assert!(
-        refusal.contains("CHIME_WORKER__ALLOW_OPEN_STORE"),
-        "{refusal}"
-    );
-    let out = tokio::time::timeout(std::time::Duration::from_secs(60), env.chime(&["worker"]))
+    if holes.is_empty() {
+        eprintln!("the shared servers need credentials: no refusal to check here");
+    } else {
+        let refusal = chime_worker::open_store::refusal(&holes, "nobody");
+        assert!(
+            refusal.contains("CHIME_WORKER__ALLOW_OPEN_STORE"),
+            "{refusal}"
+        );
+        let mut settings = env.settings.clone();
+        settings.worker.allow_open_store = false;
+        let refused = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            chime_cli::commands::services::run_until(
+                settings,
+                Services::WORKER,
+                tokio_util::sync::CancellationToken::new(),
+            ),
+        )
         .await
-        .context("chime worker should have refused to start")??;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("refusing to run tasks as \"nobody\""),
-        "{stderr}"
-    );
+        .context("the worker should have refused to start")?;
+        let error = format!("{:#}", refused.expect_err("the worker refused"));
+        assert!(error.contains("refusing to run tasks"), "{error}");
+        let workers: i64 = sqlx::query_scalar("SELECT count(*) FROM workers")
+            .fetch_one(env.store.pool())
+            .await?;
+        assert_eq!(workers, 0, "no worker registered: {error}");
+        let out = tokio::time::timeout(std::time::Duration::from_secs(60), env.chime(&["worker"]))
+            .await
+            .context("chime worker should have refused to start")??;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("refusing to run tasks as \"nobody\""),
+            "{stderr}"
+        );
+    }
     env.cleanup().await?;
 
     // An install with passwords: its own PostgreSQL (scram for every connection) and RabbitMQ

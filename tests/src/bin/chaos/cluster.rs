@@ -48,7 +48,7 @@ impl Cluster {
         let pg = PrivatePostgres::start()
             .await
             .context("starting PostgreSQL")?;
-        let proxy = Proxy::start("127.0.0.1:5672").await?;
+        let proxy = Proxy::start(&chime_tests::broker_address()).await?;
         let database_url = format!("{}/chaos", pg.url());
         let store = Store::connect(&database_url, 8)
             .await
@@ -96,7 +96,7 @@ impl Cluster {
 
     /// The settings' AMQP URL for the services (through the proxy).
     fn amqp_url(&self) -> String {
-        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.proxy.port())
+        chime_tests::amqp_url_at(self.proxy.port())
     }
 
     /// How many service processes there are.
