@@ -343,8 +343,9 @@ impl Settings {
 
 /// A URL without its password, for logs and error messages.
 pub fn redact_url(url: &str) -> String {
+    // The last '@' ends the credentials: a password may hold one unescaped.
     match url.split_once("://").and_then(|(scheme, rest)| {
-        rest.split_once('@')
+        rest.rsplit_once('@')
             .map(|(creds, host)| (scheme, creds, host))
     }) {
         Some((scheme, creds, host)) => {

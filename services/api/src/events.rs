@@ -169,9 +169,16 @@ async fn listen_for_ends(broker: Broker, ended: Ended, stop: CancellationToken) 
     while let Some(conn) = broker.connection(&stop).await {
         let consumer = async {
             let channel = conn.create_channel().await?;
+            // Named under the prefix (not server-named `amq.gen-…`): a broker user whose
+            // permissions cover chime's prefix only may declare it.
+            let name = format!(
+                "{}.events.{}",
+                broker.topology().prefix(),
+                uuid::Uuid::now_v7().simple()
+            );
             let queue = channel
                 .queue_declare(
-                    "".into(),
+                    name.into(),
                     QueueDeclareOptions {
                         exclusive: true,
                         auto_delete: true,

@@ -432,18 +432,16 @@ pub fn main() -> ExitCode {
 /// An error and its causes, each said once: many errors (sqlx's among them) print their source
 /// in their own message too, which `{:#}` would repeat.
 fn error_chain(error: &anyhow::Error) -> String {
-    let mut message = String::new();
+    let mut said: Vec<String> = Vec::new();
     for cause in error.chain() {
         let text = cause.to_string();
-        if text.is_empty() || message.contains(&text) {
+        // A cause that an earlier error already printed in full, as its own tail.
+        if text.is_empty() || said.iter().any(|earlier| earlier.ends_with(&text)) {
             continue;
         }
-        if !message.is_empty() {
-            message.push_str(": ");
-        }
-        message.push_str(&text);
+        said.push(text);
     }
-    message
+    said.join(": ")
 }
 
 fn settings(global: &GlobalArgs, serve: Option<&ServeArgs>) -> Result<Settings> {

@@ -31,6 +31,10 @@ const SOCKET_DIRS: [&str; 2] = ["/var/run/postgresql", "/tmp"];
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hole(pub String);
 
+/// The OS accounts that own a store or a broker: a task running as one of them is its
+/// administrator (PostgreSQL's `peer` line for `postgres`, RabbitMQ's Erlang cookie).
+const SERVER_ACCOUNTS: [&str; 2] = ["postgres", "rabbitmq"];
+
 /// What the probes try, from the worker's settings.
 #[derive(Debug, Clone)]
 pub struct Probes {
@@ -38,8 +42,34 @@ pub struct Probes {
     pub database_url: String,
     /// The broker's URL setting (one or more nodes).
     pub amqp_url: String,
-    /// The users tasks may run as (`default_user` and `execute_users`, without `*`).
+    /// The users tasks may run as (`default_user` and `execute_users`; `*`: any but root).
     pub task_users: Vec<String>,
+}
+
+/// Tasks that may run as an OS account owning a server on this machine.
+fn server_accounts_allowed(task_users: &[String]) -> Vec<Hole> {
+    let wildcard = task_users.iter().any(|u| u == "*");
+    SERVER_ACCOUNTS
+        .iter()
+        .filter(|account| {
+            (wildcard || task_users.iter().any(|u| u == *account))
+                && nix::unistd::User::from_name(account)
+                    .ok()
+                    .flatten()
+                    .is_some()
+        })
+        .map(|account| {
+            Hole(format!(
+                "tasks may run as the OS user {account:?}, which administers its server \
+                 (worker.execute_users allows it{})",
+                if wildcard {
+                    " through *: list the users instead"
+                } else {
+                    ""
+                }
+            ))
+        })
+        .collect()
 }
 
 /// Every way in the probes found.
@@ -51,7 +81,7 @@ pub async fn find_holes(probes: &Probes) -> Vec<Hole> {
     if let Some(role) = url.as_ref().map(|o| o.get_username().to_string()) {
         roles.push(role);
     }
-    roles.extend(probes.task_users.iter().cloned());
+    roles.extend(probes.task_users.iter().filter(|u| *u != "*").cloned());
     roles.sort();
     roles.dedup();
     let mut hosts = vec!["127.0.0.1".to_string(), "::1".to_string()];
@@ -89,6 +119,9 @@ pub async fn find_holes(probes: &Probes) -> Vec<Hole> {
                 .host(&host)
                 .port(port)
                 .username(&role)
+                // A password no server has: PGPASSWORD in the worker's environment must not let the
+                // probe in where a task would stay out. `trust` never asks for it.
+                .password("chime-probe-not-a-password")
                 .database("postgres");
             let opened = tokio::time::timeout(PROBE_TIMEOUT, options.connect()).await;
             let open = match opened {
@@ -139,7 +172,10 @@ pub async fn find_holes(probes: &Probes) -> Vec<Hole> {
         futures::future::join_all(rabbitmq),
     )
     .await;
-    postgres.into_iter().chain(rabbitmq).flatten().collect()
+    server_accounts_allowed(&probes.task_users)
+        .into_iter()
+        .chain(postgres.into_iter().chain(rabbitmq).flatten())
+        .collect()
 }
 
 /// The refusal a worker that found `holes` prints.

@@ -88,8 +88,9 @@ impl Broker {
     }
 
     /// Resolves, with the broker's reason, if the broker refused this process's credentials or
-    /// virtual host: trying again cannot help, so the supervisor has stopped and the process
-    /// should end. A broker that is down or unreachable is waited for instead.
+    /// virtual host before it ever connected: a wrong setting, which trying again cannot mend,
+    /// so the supervisor has stopped and the process should end. A broker that is down or
+    /// unreachable is waited for instead, as is a refusal after a first connection.
     pub async fn refused(&self) -> Arc<str> {
         let mut refused = self.refused.clone();
         loop {
@@ -268,9 +269,13 @@ fn is_refusal(error: &lapin::Error) -> bool {
 impl Supervisor {
     async fn run(self, shutdown: CancellationToken) {
         let mut backoff = self.backoff();
+        // A refusal ends the process only before it ever connected (a wrong setting); later, it
+        // is a password being rotated or a connection limit, and is waited out like an outage.
+        let mut connected_once = false;
         while !shutdown.is_cancelled() {
             match self.connect().await {
                 Ok((conn, node)) => {
+                    connected_once = true;
                     let conn = Arc::new(conn);
                     backoff = self.backoff();
                     self.generation.fetch_add(1, Ordering::AcqRel);
@@ -298,7 +303,7 @@ impl Supervisor {
                         }
                     }
                 }
-                Err(failure) if failure.refused => {
+                Err(failure) if failure.refused && !connected_once => {
                     tracing::error!(error = %failure.message, "RabbitMQ refused this process's credentials; giving up");
                     self.refused
                         .send_replace(Some(failure.message.as_str().into()));

@@ -40,9 +40,12 @@ pub enum OnUpstreamFailure {
     Wait,
 }
 
-/// The OS users the tasks of a job run as (`None`: the worker's default user), with those of
-/// every job downstream of it when `with_downstream`: what a caller must be allowed before it
-/// runs or backfills the job, as `(group.name, execute_user)`. The job must exist.
+/// The OS users the tasks of a job run as (`None`: the worker's default user), with those of the
+/// jobs its success runs: downstream jobs without triggers of their own (their tasks are made
+/// when their upstreams succeed), and with `with_downstream` every job downstream of it. What a
+/// caller must be allowed before it runs, schedules or backfills the job, as
+/// `(group.name, execute_user)`; empty if there is no such job (what the caller then does says
+/// so in its own words).
 pub async fn execute_users(
     store: &Store,
     group: &str,
@@ -55,7 +58,7 @@ pub async fn execute_users(
             SELECT id FROM jobs WHERE group_name = $1 AND name = $2
             UNION
             SELECT d.job_id FROM reach JOIN job_dependencies d ON d.depends_on_job_id = reach.id
-            WHERE $3
+            WHERE $3 OR NOT EXISTS (SELECT 1 FROM triggers t WHERE t.job_id = d.job_id)
         )
         SELECT j.group_name || '.' || j.name, j.execute_user FROM reach JOIN jobs j USING (id)
         "#,
@@ -66,9 +69,6 @@ pub async fn execute_users(
     .fetch_all(store.pool())
     .await
     .context("reading the execute users of a job and its downstream")?;
-    if rows.is_empty() {
-        return Err(StoreError::NotFound(format!("job {group}.{name}")));
-    }
     Ok(rows)
 }
 

@@ -604,14 +604,25 @@ pub async fn record_trigger_fires(
     let data: Vec<Json<&serde_json::Value>> = fires.iter().map(|f| Json(&f.message.data)).collect();
     let groups: Vec<&str> = fires.iter().map(|f| f.message.group.as_str()).collect();
     let bodies: Vec<Json<&TaskMessage>> = fires.iter().map(|f| Json(&f.message)).collect();
+    // The row takes what its message says (the job as the scheduler read it), so a job changed
+    // between that read and this insert cannot make a genuine message differ from its row.
+    let kinds: Vec<&str> = fires.iter().map(|f| f.message.kind.as_str()).collect();
+    let specs: Vec<Json<&serde_json::Value>> =
+        fires.iter().map(|f| Json(&f.message.spec)).collect();
+    let timeouts: Vec<Option<i64>> = fires.iter().map(|f| f.message.timeout_ms).collect();
+    let users: Vec<Option<&str>> = fires
+        .iter()
+        .map(|f| f.message.execute_user.as_deref())
+        .collect();
     let created: i64 = sqlx::query_scalar(
         r#"
         WITH fire AS (
             SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::timestamptz[],
                                  $5::int[], $6::jsonb[], $7::text[], $8::jsonb[],
-                                 $11::timestamptz[])
+                                 $11::timestamptz[], $13::text[], $14::jsonb[], $15::bigint[],
+                                 $16::text[])
                 AS f(task_id, trigger_id, job_id, sched_time, priority, data, worker_group, body,
-                     data_time)
+                     data_time, kind, spec, timeout_ms, execute_user)
         ), fired AS (
             INSERT INTO fired_triggers (trigger_id, job_id, task_id, instance_id, sched_time,
                                         priority)
@@ -623,12 +634,12 @@ pub async fn record_trigger_fires(
                                attempt, reject_retries, reject_interval_ms, failed_retries,
                                failed_interval_ms, backoff, timeout_ms, requests_recovery,
                                data_time, data, submit_user, execute_user, ready_at)
-            SELECT f.task_id, j.id, f.trigger_id, j.kind, j.spec, f.worker_group, f.priority,
+            SELECT f.task_id, j.id, f.trigger_id, f.kind, f.spec, f.worker_group, f.priority,
                    CASE WHEN EXISTS (SELECT 1 FROM job_dependencies d WHERE d.job_id = j.id)
                         THEN 'waiting' ELSE 'ready' END,
                    1, j.reject_retries, j.reject_interval_ms, j.failed_retries,
-                   j.failed_interval_ms, j.backoff, j.timeout_ms, j.requests_recovery,
-                   f.data_time, f.data, j.submit_user, j.execute_user, f.sched_time
+                   j.failed_interval_ms, j.backoff, f.timeout_ms, j.requests_recovery,
+                   f.data_time, f.data, j.submit_user, f.execute_user, f.sched_time
             FROM fire f JOIN fired USING (task_id) JOIN jobs j ON j.id = f.job_id
             RETURNING id, status, job_id, data_time, worker_group
         ), message AS (
@@ -661,6 +672,10 @@ pub async fn record_trigger_fires(
     .bind(topology.tasks_exchange())
     .bind(&data_times)
     .bind(topology.events_exchange())
+    .bind(&kinds)
+    .bind(&specs)
+    .bind(&timeouts)
+    .bind(&users)
     .fetch_one(tx)
     .await
     .context("recording trigger fires")?;
@@ -739,10 +754,11 @@ pub async fn run_job_now(
                                reject_retries, reject_interval_ms, failed_retries,
                                failed_interval_ms, backoff, timeout_ms, requests_recovery,
                                data_time, data, submit_user, execute_user, ready_at)
-            SELECT $1, j.id, j.kind, j.spec, j.worker_group, j.priority, 'ready', 1,
+            -- kind, spec, group, timeout and user as the message says (the job as read above)
+            SELECT $1, j.id, $8, $9, $10, j.priority, 'ready', 1,
                    j.reject_retries, j.reject_interval_ms, j.failed_retries, j.failed_interval_ms,
-                   j.backoff, j.timeout_ms, j.requests_recovery, $3, $4,
-                   coalesce($7, j.submit_user), j.execute_user, now()
+                   j.backoff, $11, j.requests_recovery, $3, $4,
+                   coalesce($7, j.submit_user), $12, now()
             FROM jobs j WHERE j.id = $2
             RETURNING worker_group
         )
@@ -757,6 +773,11 @@ pub async fn run_job_now(
     .bind(topology.tasks_exchange())
     .bind(Json(&message))
     .bind(submit_user)
+    .bind(&message.kind)
+    .bind(Json(&message.spec))
+    .bind(&message.group)
+    .bind(message.timeout_ms)
+    .bind(message.execute_user.as_deref())
     .execute(store.pool())
     .await
     .context("running the job")?;

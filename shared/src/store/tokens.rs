@@ -86,7 +86,8 @@ pub fn check_secret_strength(secret: &str) -> Result<(), StoreError> {
     let bits = per_char * secret.chars().count() as f64;
     if bits < MIN_SECRET_BITS || distinct < 10 {
         return Err(StoreError::Invalid(format!(
-            "CHIME_API_TOKEN is too weak to be the admin token (about {bits:.0} bits; it needs              {MIN_SECRET_BITS:.0}): make one with `openssl rand -hex 32`"
+            "CHIME_API_TOKEN is too weak to be the admin token (about {bits:.0} bits; it needs \
+             {MIN_SECRET_BITS:.0}): make one with `openssl rand -hex 32`"
         )));
     }
     Ok(())

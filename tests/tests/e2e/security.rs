@@ -942,6 +942,27 @@ async fn run_backfill_and_rerun_need_the_jobs_execute_user() -> Result<()> {
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
     let text = refused.text().await?;
     assert!(text.contains("daemon"), "{text}");
+    // "below" has no trigger: plain's success runs it, as daemon, so running plain needs daemon.
+    let refused = run(&operator, "plain").send().await?;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let text = refused.text().await?;
+    assert!(text.contains("below"), "{text}");
+    let cron = json!({"kind": "cron", "cron": "0 0 0 1 1 ? 2099", "time_zone": "UTC"});
+    let trigger = client
+        .post(format!("{api}/api/v1/triggers"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "yearly", "job": "below", "schedule": cron}));
+    assert_eq!(status_of(trigger).await?, StatusCode::CREATED);
+    // Scheduling and resuming a job are running it too.
+    let scheduled = client
+        .post(format!("{api}/api/v1/triggers"))
+        .bearer_auth(&operator)
+        .json(&json!({"name": "mine", "job": "as_daemon", "schedule": cron}));
+    assert_eq!(status_of(scheduled).await?, StatusCode::FORBIDDEN);
+    let resume = client
+        .post(format!("{api}/api/v1/jobs/default/below/resume"))
+        .bearer_auth(&operator);
+    assert_eq!(status_of(resume).await?, StatusCode::FORBIDDEN);
     assert_eq!(
         status_of(run(&operator, "plain")).await?,
         StatusCode::CREATED

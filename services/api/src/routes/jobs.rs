@@ -69,8 +69,11 @@ pub async fn update_job(
     responses((status = 201, body = TriggerView), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn create_trigger(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiJson(trigger): ApiJson<NewTrigger>,
 ) -> Result<(StatusCode, Json<TriggerView>), ApiError> {
+    let job_group = trigger.job_group.as_deref().unwrap_or("default");
+    may_run_jobs_of(&state, &caller, job_group, &trigger.job, false).await?;
     Ok((
         StatusCode::CREATED,
         Json(triggers::create(&state.store, trigger).await?),
@@ -203,9 +206,10 @@ pub struct Changed {
     pub triggers: u64,
 }
 
-/// 403 unless the caller may have tasks run as the user of the job (and, for a backfill with
-/// downstream, of every job downstream of it): running a job by hand is submitting its task, so
-/// the same execute-user rule holds as for `POST /api/v1/tasks`.
+/// 403 unless the caller may have tasks run as the user of the job and of every job its success
+/// runs (downstream jobs without triggers of their own; every downstream job for a backfill
+/// `with_downstream`): running, scheduling or resuming a job submits its tasks, so the same
+/// execute-user rule holds as for `POST /api/v1/tasks`.
 async fn may_run_jobs_of(
     state: &AppState,
     caller: &Caller,
@@ -289,9 +293,12 @@ pub async fn list_dependencies(
     responses((status = 201, body = DependencyView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn add_dependency(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((group, name)): Path<(String, String)>,
     ApiJson(dependency): ApiJson<NewDependency>,
 ) -> Result<(StatusCode, Json<DependencyView>), ApiError> {
+    // The job will run whenever its upstream succeeds: as its user.
+    may_run_jobs_of(&state, &caller, &group, &name, false).await?;
     let view = dependencies::add(&state.store, &group, &name, dependency).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
@@ -336,9 +343,12 @@ pub async fn backfill_job(
     responses((status = 200, body = TriggerView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn update_trigger(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((group, name)): Path<(String, String)>,
     ApiJson(trigger): ApiJson<NewTrigger>,
 ) -> Result<Json<TriggerView>, ApiError> {
+    let job_group = trigger.job_group.as_deref().unwrap_or("default");
+    may_run_jobs_of(&state, &caller, job_group, &trigger.job, false).await?;
     Ok(Json(
         triggers::update(&state.store, &group, &name, trigger).await?,
     ))
@@ -380,8 +390,13 @@ async fn pause_or_resume(
     responses((status = 200, body = Changed), (status = 404, body = ErrorBody)))]
 pub async fn trigger_action(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((group, name, action)): Path<(String, String, String)>,
 ) -> Result<Json<Changed>, ApiError> {
+    if action == "resume" {
+        let trigger = triggers::get(&state.store, &group, &name).await?;
+        may_run_jobs_of(&state, &caller, &trigger.job_group, &trigger.job, false).await?;
+    }
     pause_or_resume(&state, triggers::Target::Trigger(&group, &name), &action).await
 }
 
@@ -403,7 +418,11 @@ pub async fn group_action(
     responses((status = 200, body = Changed), (status = 404, body = ErrorBody)))]
 pub async fn job_action(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((group, name, action)): Path<(String, String, String)>,
 ) -> Result<Json<Changed>, ApiError> {
+    if action == "resume" {
+        may_run_jobs_of(&state, &caller, &group, &name, false).await?;
+    }
     pause_or_resume(&state, triggers::Target::Job(&group, &name), &action).await
 }

@@ -25,7 +25,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,6 +93,13 @@ impl Sandbox {
         let cgroups = parent.and_then(|parent| {
             let dir = parent.join(&name);
             match std::fs::create_dir(&dir) {
+                // cgroup.kill came with Linux 5.14 (the root cgroup has none, so it is looked
+                // for here): without it, process groups it is.
+                Ok(()) if !dir.join("cgroup.kill").exists() => {
+                    info!("this kernel's cgroups have no cgroup.kill; attempts' process groups are killed instead");
+                    let _ = std::fs::remove_dir(&dir);
+                    None
+                }
                 Ok(()) => Some(dir),
                 Err(error) => {
                     info!(%error, dir = %dir.display(), "cannot make a cgroup for attempts; their process groups are killed instead");
@@ -106,7 +113,14 @@ impl Sandbox {
         // refusing what exists, keep another user from making it first.
         let data_dir = temp.join(format!("{name}-{}", Uuid::now_v7().simple()));
         // 0711: a task's user reaches its own data file in it, and lists nothing.
-        if let Err(error) = std::fs::DirBuilder::new().mode(0o711).create(&data_dir) {
+        // Set again after creation: the umask may have taken bits off.
+        let made = std::fs::DirBuilder::new()
+            .mode(0o711)
+            .create(&data_dir)
+            .and_then(|()| {
+                std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o711))
+            });
+        if let Err(error) = made {
             warn!(%error, dir = %data_dir.display(), "cannot make the worker's data directory");
         }
         let guard = start_guard(cgroups.as_deref(), &data_dir)
@@ -132,10 +146,11 @@ impl Sandbox {
         let dir = base.join(format!("{task_id}-{attempt}"));
         let made = std::fs::create_dir(&dir)
             .or_else(|e| {
-                // A directory left by an earlier try of the same attempt on this worker.
+                // A directory left by an earlier try of the same attempt on this worker: empty it
+                // (rarely more than a few milliseconds) and make it again.
                 if e.kind() == std::io::ErrorKind::AlreadyExists {
                     kill_cgroup_now(&dir);
-                    Ok(())
+                    std::fs::create_dir(&dir)
                 } else {
                     Err(e)
                 }
@@ -210,6 +225,10 @@ impl AttemptBox {
     /// Kills every process of the attempt and removes its cgroup, waiting (briefly) until they
     /// are gone.
     pub async fn kill(mut self) {
+        self.kill_in_place().await;
+    }
+
+    async fn kill_in_place(&mut self) {
         self.procs = None;
         if let Some(dir) = self.cgroup.take() {
             let _ = std::fs::write(dir.join("cgroup.kill"), "1");
@@ -220,6 +239,19 @@ impl AttemptBox {
             if let Err(error) = std::fs::remove_dir(&dir) {
                 warn!(%error, dir = %dir.display(), "cannot remove the attempt's cgroup");
             }
+        }
+        if let Some(path) = self.group_file.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl Drop for AttemptBox {
+    /// An attempt whose command never started (or whose handling ended early) leaves no cgroup.
+    fn drop(&mut self) {
+        if let Some(dir) = self.cgroup.take() {
+            let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+            let _ = std::fs::remove_dir(&dir);
         }
         if let Some(path) = self.group_file.take() {
             let _ = std::fs::remove_file(path);
