@@ -963,6 +963,10 @@ async fn run_backfill_and_rerun_need_the_jobs_execute_user() -> Result<()> {
         .post(format!("{api}/api/v1/jobs/default/below/resume"))
         .bearer_auth(&operator);
     assert_eq!(status_of(resume).await?, StatusCode::FORBIDDEN);
+    let resume_group = client
+        .post(format!("{api}/api/v1/trigger-groups/default/resume"))
+        .bearer_auth(&operator);
+    assert_eq!(status_of(resume_group).await?, StatusCode::FORBIDDEN);
     assert_eq!(
         status_of(run(&operator, "plain")).await?,
         StatusCode::CREATED

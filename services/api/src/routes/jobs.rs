@@ -406,8 +406,16 @@ pub async fn trigger_action(
     responses((status = 200, body = Changed), (status = 404, body = ErrorBody)))]
 pub async fn group_action(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((group, action)): Path<(String, String)>,
 ) -> Result<Json<Changed>, ApiError> {
+    if action == "resume" {
+        for trigger in triggers::list(&state.store).await? {
+            if trigger.group == group {
+                may_run_jobs_of(&state, &caller, &trigger.job_group, &trigger.job, false).await?;
+            }
+        }
+    }
     pause_or_resume(&state, triggers::Target::Group(&group), &action).await
 }
 
