@@ -701,18 +701,27 @@ async fn bad_input_is_a_4xx_naming_the_field_never_a_503() -> Result<()> {
     env.cleanup().await
 }
 
-fn peak_rss_bytes(pid: u32) -> Result<u64> {
+/// A size from /proc/<pid>/status (`VmHWM:`, `VmRSS:`), in bytes.
+fn status_bytes(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .context("no VmHWM")?;
+        .find(|l| l.starts_with(field))
+        .with_context(|| format!("no {field}"))?;
     let kib: u64 = line
         .split_whitespace()
         .nth(1)
-        .context("no VmHWM value")?
+        .with_context(|| format!("no {field} value"))?
         .parse()?;
     Ok(kib * 1024)
+}
+
+fn peak_rss_bytes(pid: u32) -> Result<u64> {
+    status_bytes(pid, "VmHWM:")
+}
+
+fn rss_bytes(pid: u32) -> Result<u64> {
+    status_bytes(pid, "VmRSS:")
 }
 
 /// A task list is summaries: its size is bounded by its length, whatever the tasks carry, and
@@ -1032,20 +1041,6 @@ async fn run_backfill_and_rerun_need_the_jobs_execute_user() -> Result<()> {
         "only the plain job ran for the operator without execute users"
     );
     env.cleanup().await
-}
-
-fn rss_bytes(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .context("no VmRSS")?;
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .context("no VmRSS value")?
-        .parse()?;
-    Ok(kib * 1024)
 }
 
 /// Sockets that never send a request cost the API almost nothing and do not stay open: 1,000 of

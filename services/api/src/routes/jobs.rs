@@ -410,10 +410,15 @@ pub async fn group_action(
     Path((group, action)): Path<(String, String)>,
 ) -> Result<Json<Changed>, ApiError> {
     if action == "resume" {
-        for trigger in triggers::list(&state.store).await? {
-            if trigger.group == group {
-                may_run_jobs_of(&state, &caller, &trigger.job_group, &trigger.job, false).await?;
-            }
+        // Each job once, however many of the group's triggers fire it.
+        let jobs: std::collections::BTreeSet<(String, String)> = triggers::list(&state.store)
+            .await?
+            .into_iter()
+            .filter(|t| t.group == group)
+            .map(|t| (t.job_group, t.job))
+            .collect();
+        for (job_group, job) in jobs {
+            may_run_jobs_of(&state, &caller, &job_group, &job, false).await?;
         }
     }
     pause_or_resume(&state, triggers::Target::Group(&group), &action).await

@@ -224,34 +224,28 @@ impl AttemptBox {
 
     /// Kills every process of the attempt and removes its cgroup, waiting (briefly) until they
     /// are gone.
-    pub async fn kill(mut self) {
-        self.kill_in_place().await;
-    }
-
-    async fn kill_in_place(&mut self) {
-        self.procs = None;
-        if let Some(dir) = self.cgroup.take() {
+    pub async fn kill(self) {
+        if let Some(dir) = &self.cgroup {
             let _ = std::fs::write(dir.join("cgroup.kill"), "1");
             let deadline = tokio::time::Instant::now() + KILL_WAIT;
-            while populated(&dir) && tokio::time::Instant::now() < deadline {
+            while populated(dir) && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            if let Err(error) = std::fs::remove_dir(&dir) {
-                warn!(%error, dir = %dir.display(), "cannot remove the attempt's cgroup");
-            }
         }
-        if let Some(path) = self.group_file.take() {
-            let _ = std::fs::remove_file(path);
-        }
+        // Dropping it removes the emptied cgroup and the process-group record.
     }
 }
 
 impl Drop for AttemptBox {
-    /// An attempt whose command never started (or whose handling ended early) leaves no cgroup.
+    /// Removes the attempt's cgroup (killing what is in it, if it was not killed and waited for
+    /// already: an attempt whose command never started) and its process-group record.
     fn drop(&mut self) {
+        self.procs = None;
         if let Some(dir) = self.cgroup.take() {
             let _ = std::fs::write(dir.join("cgroup.kill"), "1");
-            let _ = std::fs::remove_dir(&dir);
+            if let Err(error) = std::fs::remove_dir(&dir) {
+                warn!(%error, dir = %dir.display(), "cannot remove the attempt's cgroup");
+            }
         }
         if let Some(path) = self.group_file.take() {
             let _ = std::fs::remove_file(path);
