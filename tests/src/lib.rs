@@ -290,8 +290,12 @@ pub fn scratch_dir(what: &str) -> Result<PathBuf> {
 
 /// How many messages wait in an installation's dead-letter queue (on the shared broker).
 pub async fn dead_letters(topology: &chime_core::bus::Topology) -> Result<i64> {
-    let conn = lapin::Connection::connect(&server_urls().1, lapin::ConnectionProperties::default())
-        .await?;
+    dead_letters_at(&server_urls().1, topology).await
+}
+
+/// How many messages wait in an installation's dead-letter queue on the broker at `amqp_url`.
+pub async fn dead_letters_at(amqp_url: &str, topology: &chime_core::bus::Topology) -> Result<i64> {
+    let conn = lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
     let dead = channel
         .queue_declare(

@@ -21,16 +21,23 @@ pub struct PrivatePostgres {
 impl PrivatePostgres {
     /// Creates and starts a server on a free port.
     pub async fn start() -> Result<Self> {
-        Self::start_with(None).await
+        Self::start_with(None, false).await
+    }
+
+    /// Like [`PrivatePostgres::start`], with every commit flushed before it is acknowledged, as
+    /// a production server has it: a crash (`crash`, `kill_postmaster`) loses nothing committed.
+    /// (The others trade that for speed, and are only ever stopped cleanly.)
+    pub async fn start_durable() -> Result<Self> {
+        Self::start_with(None, true).await
     }
 
     /// Like [`PrivatePostgres::start`], but every connection, local or TCP, needs a password
     /// (`scram-sha-256`); the superuser `postgres` has `password`.
     pub async fn start_with_password(password: &str) -> Result<Self> {
-        Self::start_with(Some(password.to_string())).await
+        Self::start_with(Some(password.to_string()), false).await
     }
 
-    async fn start_with(password: Option<String>) -> Result<Self> {
+    async fn start_with(password: Option<String>, durable: bool) -> Result<Self> {
         let bin = binaries()?;
         let dir = std::env::temp_dir().join(format!("chime-pg-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir)?;
@@ -79,9 +86,14 @@ impl PrivatePostgres {
             .await
             .context("initdb")?;
         let _ = std::fs::remove_file(&pwfile);
+        let durability = if durable {
+            ""
+        } else {
+            "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+        };
         let conf = format!(
             "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
-             fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 300\n",
+             {durability}max_connections = 300\n",
             server.port,
             path_str(&server.dir)?
         );
@@ -117,8 +129,52 @@ impl PrivatePostgres {
         .context("pg_ctl stop")
     }
 
+    /// Stops the server as a crash would (`-m immediate`: no checkpoint, crash recovery on the
+    /// next start, which empties every `UNLOGGED` table).
+    pub async fn crash(&self) -> Result<()> {
+        let data = self.data_dir();
+        self.run(
+            "pg_ctl",
+            &["-D", path_str(&data)?, "-m", "immediate", "-w", "stop"],
+        )
+        .await
+        .context("pg_ctl stop -m immediate")
+    }
+
+    /// kill -9 of the postmaster. Its backends notice and exit; `resume` waits until the server
+    /// can start again (crash recovery follows).
+    pub async fn kill_postmaster(&self) -> Result<()> {
+        let pid = std::fs::read_to_string(self.data_dir().join("postmaster.pid"))
+            .context("reading postmaster.pid")?
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse::<i32>().ok())
+            .context("no pid in postmaster.pid")?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .context("kill -9 of the postmaster")?;
+        Ok(())
+    }
+
     /// Starts the server again and waits until it accepts connections.
     pub async fn resume(&self) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            match self.start_once().await {
+                Ok(()) => return Ok(()),
+                // After a kill -9 the old backends may hold the shared memory a moment longer.
+                Err(_) if tries < 20 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    async fn start_once(&self) -> Result<()> {
         let data = self.data_dir();
         let log = self.dir.join("server.log");
         self.run(

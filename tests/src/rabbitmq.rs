@@ -12,18 +12,21 @@ use anyhow::{Context, Result, bail};
 pub struct PrivateRabbitMq {
     dir: PathBuf,
     port: u16,
+    dist_port: u16,
+    node_name: String,
     user: String,
     password: String,
     node: tokio::process::Child,
 }
 
+const SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
+
 impl PrivateRabbitMq {
     /// Starts a node whose only user is `user` (an administrator of `/`) with `password`.
     pub async fn start(user: &str, password: &str) -> Result<Self> {
-        let server = "/usr/lib/rabbitmq/bin/rabbitmq-server";
         anyhow::ensure!(
-            std::path::Path::new(server).exists(),
-            "no {server}: RabbitMQ is not installed here"
+            std::path::Path::new(SERVER).exists(),
+            "no {SERVER}: RabbitMQ is not installed here"
         );
         let id = uuid::Uuid::now_v7().simple().to_string();
         let dir = std::env::temp_dir().join(format!("chime-rabbitmq-{id}"));
@@ -37,8 +40,7 @@ impl PrivateRabbitMq {
             ),
         )?;
         std::fs::write(dir.join("enabled_plugins"), "[].\n")?;
-        let as_root = nix::unistd::geteuid().is_root();
-        if as_root {
+        if nix::unistd::geteuid().is_root() {
             let status = tokio::process::Command::new("chown")
                 .args(["-R", "rabbitmq"])
                 .arg(&dir)
@@ -46,50 +48,56 @@ impl PrivateRabbitMq {
                 .await?;
             anyhow::ensure!(status.success(), "chown of {} failed", dir.display());
         }
-        let mut command = if as_root {
-            let mut command = tokio::process::Command::new("runuser");
-            command.args(["-u", "rabbitmq", "--", server]);
-            command
-        } else {
-            tokio::process::Command::new(server)
-        };
-        let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
-        let node = command
-            .current_dir(&dir)
-            .env(
-                "RABBITMQ_NODENAME",
-                format!("chime{}@localhost", &id[id.len() - 10..]),
-            )
-            .env("RABBITMQ_NODE_PORT", port.to_string())
-            .env("RABBITMQ_DIST_PORT", dist_port.to_string())
-            .env("RABBITMQ_MNESIA_BASE", path("mnesia"))
-            .env("RABBITMQ_LOG_BASE", path("log"))
-            .env("RABBITMQ_CONFIG_FILE", path("rabbitmq"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", path("enabled_plugins"))
-            .env("RABBITMQ_PID_FILE", path("pid"))
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(dir.join("out"))?)
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
+        let node_name = format!("chime{}@localhost", &id[id.len() - 10..]);
+        let node = launch(&dir, port, dist_port, &node_name)?;
         let broker = Self {
             dir,
             port,
+            dist_port,
+            node_name,
             user: user.to_string(),
             password: password.to_string(),
             node,
         };
+        broker.wait_ready().await?;
+        Ok(broker)
+    }
+
+    /// Kills the node (-9, as a crash would) and starts it again on its own data: durable
+    /// queues and their messages come back. Waits until it accepts connections.
+    pub async fn restart(&mut self) -> Result<()> {
+        self.kill().await;
+        self.node = launch(&self.dir, self.port, self.dist_port, &self.node_name)?;
+        self.wait_ready().await
+    }
+
+    async fn kill(&mut self) {
+        let pid = std::fs::read_to_string(self.dir.join("pid"))
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok());
+        if let Some(pid) = pid {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.node.kill().await;
+        // The Erlang port mapper keeps the node's name until the old node's socket is gone.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    async fn wait_ready(&self) -> Result<()> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
         loop {
             let connected =
-                lapin::Connection::connect(&broker.url(), lapin::ConnectionProperties::default())
+                lapin::Connection::connect(&self.url(), lapin::ConnectionProperties::default())
                     .await;
             if let Ok(conn) = connected {
                 let _ = conn.close(200, "up".into()).await;
-                return Ok(broker);
+                return Ok(());
             }
             if tokio::time::Instant::now() > deadline {
-                let out = std::fs::read_to_string(broker.dir.join("out")).unwrap_or_default();
+                let out = std::fs::read_to_string(self.dir.join("out")).unwrap_or_default();
                 bail!("the private RabbitMQ did not start within 90 s: {out}");
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -111,18 +119,41 @@ impl PrivateRabbitMq {
 
     /// Stops the node and removes its directory.
     pub async fn destroy(mut self) {
-        let pid = std::fs::read_to_string(self.dir.join("pid"))
-            .ok()
-            .and_then(|p| p.trim().parse::<i32>().ok());
-        if let Some(pid) = pid {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = self.node.kill().await;
+        self.kill().await;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Starts the node's server process on its directory.
+fn launch(
+    dir: &std::path::Path,
+    port: u16,
+    dist_port: u16,
+    node_name: &str,
+) -> Result<tokio::process::Child> {
+    let mut command = if nix::unistd::geteuid().is_root() {
+        let mut command = tokio::process::Command::new("runuser");
+        command.args(["-u", "rabbitmq", "--", SERVER]);
+        command
+    } else {
+        tokio::process::Command::new(SERVER)
+    };
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    Ok(command
+        .current_dir(dir)
+        .env("RABBITMQ_NODENAME", node_name)
+        .env("RABBITMQ_NODE_PORT", port.to_string())
+        .env("RABBITMQ_DIST_PORT", dist_port.to_string())
+        .env("RABBITMQ_MNESIA_BASE", path("mnesia"))
+        .env("RABBITMQ_LOG_BASE", path("log"))
+        .env("RABBITMQ_CONFIG_FILE", path("rabbitmq"))
+        .env("RABBITMQ_ENABLED_PLUGINS_FILE", path("enabled_plugins"))
+        .env("RABBITMQ_PID_FILE", path("pid"))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("out"))?)
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?)
 }
 
 fn free_port() -> Result<u16> {

@@ -1,9 +1,9 @@
 //! `chime bench recovery --tasks N`: a worker process running N `requests_recovery` tasks is
 //! killed with SIGKILL; measured on the database's clock from the kill to each task's re-run
 //! attempt starting on another worker (p50, max), and to the dead worker being declared offline.
-//! One scheduler instance (which recovers) and the second worker run in this process; the kill
-//! comes once the scheduler's recovery session is past its start-up grace, as in a running
-//! cluster.
+//! One scheduler instance (which recovers) and the second worker run in this process. The kill
+//! comes once the scheduler has run for over 20 s, as in a running cluster, or with `--fresh`
+//! 5 s after it started, as in a rolling restart.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -19,6 +19,8 @@ use crate::installation::{BenchResult, Installation};
 pub struct Figures {
     /// Tasks the killed worker ran.
     pub tasks: usize,
+    /// Whether the scheduler had started 5 s before the kill.
+    pub fresh: bool,
     /// Kill to the worker declared offline, milliseconds.
     pub detect_ms: f64,
     /// Kill to re-run started: median, milliseconds.
@@ -31,17 +33,18 @@ impl Figures {
     /// The machine-readable line.
     pub fn line(&self) -> String {
         format!(
-            "bench recovery tasks={} detect_ms={:.0} rerun_started_p50_ms={:.0} rerun_started_max_ms={:.0}",
-            self.tasks, self.detect_ms, self.p50_ms, self.max_ms
+            "bench recovery tasks={} fresh={} detect_ms={:.0} rerun_started_p50_ms={:.0} rerun_started_max_ms={:.0}",
+            self.tasks, self.fresh, self.detect_ms, self.p50_ms, self.max_ms
         )
     }
 }
 
 /// Runs the benchmark in its own database, dropped and recreated.
-pub async fn run(settings: &Settings, tasks: usize) -> BenchResult<Figures> {
+pub async fn run(settings: &Settings, tasks: usize, fresh: bool) -> BenchResult<Figures> {
     let mut installation = Installation::create(settings, "recovery").await?;
-    installation.start_schedulers(1).await?;
-    let recoverer_started = tokio::time::Instant::now();
+    if !fresh {
+        installation.start_schedulers(1).await?;
+    }
     let store = installation.store.clone();
     let topology = chime_core::bus::Topology::new(installation.settings().prefix.clone());
     let mut victim = spawn_worker(installation.settings(), tasks)?;
@@ -51,7 +54,7 @@ pub async fn run(settings: &Settings, tasks: usize) -> BenchResult<Figures> {
         &topology,
         &mut victim,
         tasks,
-        recoverer_started,
+        fresh,
     )
     .await;
     let _ = victim.kill().await;
@@ -66,8 +69,9 @@ async fn measure(
     topology: &chime_core::bus::Topology,
     victim: &mut tokio::process::Child,
     tasks: usize,
-    recoverer_started: tokio::time::Instant,
+    fresh: bool,
 ) -> BenchResult<Figures> {
+    let started = tokio::time::Instant::now();
     wait_for(
         store,
         "SELECT count(*) FROM workers WHERE status = 'online'",
@@ -99,12 +103,12 @@ async fn measure(
         2,
     )
     .await?;
-    // A recoverer declares no worker dead until its own session has lived RESTART_GRACE (the
-    // guard against a database restart): measure the steady state, as a running cluster has it.
-    tokio::time::sleep_until(
-        recoverer_started + chime_core::store::workers::RESTART_GRACE + Duration::from_secs(1),
-    )
-    .await;
+    if fresh {
+        installation.start_schedulers(1).await?;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    } else {
+        tokio::time::sleep_until(started + Duration::from_secs(21)).await;
+    }
     let pid = victim.id().ok_or("the worker process has exited")?;
     let killed_at: jiff_sqlx::Timestamp = sqlx::query_scalar("SELECT now()")
         .fetch_one(store.pool())
@@ -132,6 +136,7 @@ async fn measure(
     .await?;
     Ok(Figures {
         tasks,
+        fresh,
         detect_ms,
         p50_ms,
         max_ms,

@@ -320,6 +320,10 @@ enum BenchCommand {
         /// How many tasks the killed worker runs.
         #[arg(long, default_value_t = 10)]
         tasks: usize,
+        /// Kill the worker 5 s after the only scheduler started (a rolling restart), instead of
+        /// once the scheduler has run for over 20 s.
+        #[arg(long)]
+        fresh: bool,
     },
     /// N ad-hoc noop tasks end to end: tasks/s and submit-to-succeeded p50/p99.
     Tasks {
@@ -583,11 +587,11 @@ async fn run(cli: Cli) -> Result<()> {
             println!("{}", figures.line());
             Ok(())
         }
-        Command::Bench(BenchCommand::Recovery { tasks }) => {
+        Command::Bench(BenchCommand::Recovery { tasks, fresh }) => {
             if tasks == 0 || tasks > 1000 {
                 return Err(BadInput("--tasks must be between 1 and 1000".into()).into());
             }
-            let figures = chime_bench::recovery::run(&settings(global, None)?, tasks)
+            let figures = chime_bench::recovery::run(&settings(global, None)?, tasks, fresh)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", figures.line());

@@ -1,18 +1,25 @@
 //! Where the attempts of dead workers are recovered, and lost task messages published again.
 //!
 //! Every [`workers::HEARTBEAT_INTERVAL`] one instance at a time (an advisory lock) declares dead
-//! the workers whose liveness lock is free and heartbeat stale, and recovers their attempts
-//! (`task_lifecycle::recover_lost_attempts`): a worker killed with -9 is noticed in about two
-//! seconds — but only once this instance's own recovery session has lived
-//! [`workers::RESTART_GRACE`], so a database restart never makes live workers look dead. Less often, ready tasks that no worker started for `republish_after`, in groups whose
-//! queue is empty, get their message again (`task_lifecycle::republish_stale_ready`): whatever the
-//! bus lost — a message dead-lettered during an outage, a deleted queue — the row brings back.
+//! the workers whose lease has expired by the database's clock, and recovers their attempts
+//! (`task_lifecycle::recover_lost_attempts`): a worker killed with -9, or frozen, is dead
+//! [`workers::LEASE`] after its last heartbeat, when its guard has killed its attempts'
+//! processes already. Right after the database itself restarted or recovered from a crash nobody
+//! is declared dead for [`workers::RESTART_GRACE`]; a scheduler that has just started needs no
+//! grace of its own.
+//!
+//! Two backstops publish task messages again, for ready tasks no worker started, in groups whose
+//! queue holds no message (`task_lifecycle::republish_stale_ready`). Tasks that recovery made
+//! ready get theirs again every [`RECOVERED_REPUBLISH_AFTER`]: their message may sit
+//! unacknowledged in the consumer of the frozen worker they were taken from, which the broker
+//! believes alive until its connection times out. Every other ready task gets its message again
+//! after `republish_after`: whatever the bus lost — a message dead-lettered during an outage, a
+//! deleted queue — the row brings back.
 
 use std::time::Duration;
 
 use chime_core::bus::Broker;
 use chime_core::store::{Store, StoreError, task_lifecycle, workers};
-use sqlx::{ConnectOptions, PgConnection};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
@@ -22,6 +29,8 @@ const RECOVERY_BATCH: i64 = 1000;
 const REPUBLISH_BATCH: i64 = 1000;
 /// How often the re-publish pass runs.
 const REPUBLISH_EVERY: Duration = Duration::from_secs(5);
+/// How long a recovered task may wait unstarted before its message is published again.
+pub const RECOVERED_REPUBLISH_AFTER: Duration = Duration::from_secs(2);
 
 /// Runs recovery until `shutdown`.
 pub async fn run(
@@ -33,64 +42,45 @@ pub async fn run(
     let mut tick = tokio::time::interval(workers::HEARTBEAT_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_republish = tokio::time::Instant::now();
-    // Recovery runs on a session of its own, whose age is the guard against false deaths: it
-    // breaks whenever the database restarts, recovers from a crash or fails over, and no worker
-    // is declared dead until it has lived RESTART_GRACE again.
-    let mut session: Option<(PgConnection, tokio::time::Instant)> = None;
+    let mut last_second = tokio::time::Instant::now();
     async {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            if let Err(error) = workers::mark_disconnected(&store, workers::STALE_AFTER).await {
-                warn!(%error, "marking silent workers disconnected failed");
-            }
-            if session.is_none() {
-                match store
-                    .pool()
-                    .connect_options()
-                    .as_ref()
-                    .clone()
-                    .connect()
-                    .await
-                {
-                    Ok(conn) => session = Some((conn, tokio::time::Instant::now())),
-                    Err(error) => {
-                        warn!(%error, "cannot open the recovery session");
-                        continue;
-                    }
-                }
-            }
-            let Some((conn, since)) = session.as_mut() else {
-                continue;
-            };
-            let scope = task_lifecycle::LostScope::All {
-                limit: RECOVERY_BATCH,
-            };
-            let may_declare_dead = since.elapsed() >= workers::RESTART_GRACE;
-            match task_lifecycle::recover_lost_attempts(
-                conn,
-                broker.topology(),
-                scope,
-                may_declare_dead,
-            )
-            .await
-            {
+            match recover(&store, &broker).await {
                 Ok(0) => {}
                 Ok(recovered) => {
                     info!(recovered, "recovered attempts of vanished workers");
                     metrics::counter!("chime_scheduler_attempts_recovered_total")
                         .increment(recovered as u64);
                 }
-                Err(error) => {
-                    warn!(%error, "recovering lost attempts failed; opening a new session");
-                    session = None;
+                Err(error) => warn!(%error, "recovering lost attempts failed"),
+            }
+            // Not every tick: what follows needs no sub-second answer.
+            if last_second.elapsed() < Duration::from_secs(1) {
+                continue;
+            }
+            last_second = tokio::time::Instant::now();
+            if let Err(error) = workers::mark_disconnected(&store, workers::STALE_AFTER).await {
+                warn!(%error, "marking silent workers disconnected failed");
+            }
+            match republish(&store, &broker, RECOVERED_REPUBLISH_AFTER, true).await {
+                Ok(0) => {}
+                Ok(republished) => {
+                    info!(
+                        republished,
+                        "published again the messages of recovered tasks no worker started"
+                    );
+                    metrics::counter!("chime_scheduler_messages_republished_total")
+                        .increment(republished as u64);
                 }
+                Err(error) => warn!(%error, "re-publishing recovered tasks failed"),
             }
             if last_republish.elapsed() >= REPUBLISH_EVERY {
                 last_republish = tokio::time::Instant::now();
-                match republish(&store, &broker, republish_after).await {
+                match republish(&store, &broker, republish_after, false).await {
                     Ok(0) => {}
                     Ok(republished) => {
                         warn!(
@@ -109,14 +99,36 @@ pub async fn run(
     .await
 }
 
+/// One recovery pass on a connection of the pool.
+async fn recover(store: &Store, broker: &Broker) -> Result<usize, StoreError> {
+    let mut conn = store
+        .pool()
+        .acquire()
+        .await
+        .map_err(|source| StoreError::Database {
+            context: "acquiring a connection",
+            source,
+        })?;
+    task_lifecycle::recover_lost_attempts(
+        &mut conn,
+        broker.topology(),
+        task_lifecycle::LostScope::All {
+            limit: RECOVERY_BATCH,
+        },
+        true,
+    )
+    .await
+}
+
 /// Re-publishes stale ready tasks of the groups whose queue holds no message (a queue with
 /// messages may still hold theirs: a backlog must not be doubled).
 async fn republish(
     store: &Store,
     broker: &Broker,
     older_than: Duration,
+    only_recovered: bool,
 ) -> Result<usize, StoreError> {
-    let groups = task_lifecycle::groups_with_stale_ready(store, older_than).await?;
+    let groups = task_lifecycle::groups_with_stale_ready(store, older_than, only_recovered).await?;
     if groups.is_empty() {
         return Ok(0);
     }
@@ -139,6 +151,7 @@ async fn republish(
         broker.topology(),
         &empty,
         older_than,
+        only_recovered,
         REPUBLISH_BATCH,
     )
     .await

@@ -107,7 +107,13 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         worker.set_phase(key, Phase::Running);
         metrics::gauge!("chime_worker_running").increment(1.0);
         let started_at = std::time::Instant::now();
-        let attempt = Attempt::new(recorded, abandon, kill, worker.executors.output_tail());
+        let attempt = Attempt::new(
+            recorded,
+            abandon,
+            kill,
+            worker.executors.output_tail(),
+            worker.lease.clone(),
+        );
         // Aborted when this attempt's handling ends, however it ends.
         let follower = AbortOnDrop(tokio::spawn(follow_output(
             worker.store.clone(),

@@ -5,8 +5,9 @@
 //! - [`executor`]: the kinds a worker runs (shell, http, noop, command templates);
 //! - [`control`]: kill and drain commands addressed to this worker;
 //! - [`transitions`]: where its task transitions are committed, batched;
-//! - this file: the worker's lifetime — register, hold its liveness session and heartbeat over
-//!   it, consume, drain, go offline — and the attempts it holds.
+//! - [`lease`]: the worker's lease, counted on its own clock, and when it stops its attempts;
+//! - this file: the worker's lifetime — register, renew its lease over its liveness session,
+//!   consume, drain, go offline — and the attempts it holds.
 //!
 //! The worker keeps one entry per attempt it holds, from before it asks to start it until its
 //! end is committed. That is what it tells the database with each heartbeat: an attempt running
@@ -20,6 +21,7 @@ pub mod consumer;
 pub mod control;
 pub mod delivery;
 pub mod executor;
+pub mod lease;
 pub mod open_store;
 pub mod submitters;
 pub mod transitions;
@@ -113,6 +115,8 @@ pub struct Worker {
     hard_stop: CancellationToken,
     /// Who may submit over AMQP.
     submitters: submitters::Submitters,
+    /// The lease it holds its attempts by.
+    lease: Arc<lease::Lease>,
 }
 
 impl Worker {
@@ -292,7 +296,8 @@ pub async fn run(
     let executors = Executors::new(&settings, node.settings.executors.clone())
         .map_err(WorkerError::HttpClient)?;
     let kinds = executors.kinds();
-    let liveness_key: i64 = rand_key();
+    let lease = Arc::new(lease::Lease::new(executors.sandbox()));
+    let registering = lease::Lease::now();
     workers::register(
         &node.store,
         workers::NewWorker {
@@ -302,11 +307,11 @@ pub async fn run(
             groups: &settings.groups,
             kinds: &kinds,
             concurrency: settings.concurrency,
-            liveness_key,
         },
     )
     .await
     .map_err(WorkerError::Register)?;
+    lease.renewed(registering);
     let transitions = transitions::Transitions::start(
         node.store.clone(),
         node.broker.topology().clone(),
@@ -330,16 +335,16 @@ pub async fn run(
             node.settings.amqp_users.clone(),
             node.settings.api_token.is_some(),
         ),
+        lease,
     });
     let span = info_span!("worker", name = %worker.identity.name);
     async {
         info!(groups = ?settings.groups, concurrency = settings.concurrency, "worker online");
-        // No delivery is taken before the worker holds its liveness lock: an attempt started
-        // without it could be recovered as a dead worker's.
+        // No delivery is taken before the worker has its liveness session.
         let session = loop {
             match tokio::time::timeout(
                 HEARTBEAT_TIMEOUT,
-                workers::LivenessSession::open(&worker.store, liveness_key),
+                workers::LivenessSession::open(&worker.store),
             )
             .await
             {
@@ -360,7 +365,6 @@ pub async fn run(
         let stop_heartbeat = CancellationToken::new();
         let heartbeat = tokio::spawn(liveness_loop(
             worker.clone(),
-            liveness_key,
             session,
             stop_heartbeat.clone(),
         ));
@@ -443,25 +447,18 @@ pub async fn run(
     Ok(())
 }
 
-/// A random liveness lock key: the low half of a fresh UUIDv7, which is random bits.
-fn rand_key() -> i64 {
-    let bits = Uuid::now_v7().as_u64_pair().1;
-    i64::from_ne_bytes(bits.to_ne_bytes())
-}
-
 /// How long opening the liveness session may take before it is tried again.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Holds the worker's liveness session (its advisory lock) and heartbeats over it; acts on what
-/// each heartbeat learns: kills whose command was missed, attempts taken from this worker
-/// (abandoned at once), attempts running here that it does not hold (released once seen twice:
-/// an attempt whose start was being committed when the first heartbeat looked is held by the
-/// second). A session that fails is opened again at once; a heartbeat that hangs for
-/// [`workers::HEARTBEAT_HANG`] abandons every running attempt first, since the server may be
-/// about to release the lock.
+/// Renews the worker's lease over its liveness session every [`workers::HEARTBEAT_INTERVAL`]
+/// and acts on what each heartbeat learns: kills whose command was missed, attempts taken from
+/// this worker (abandoned at once), attempts running here that it does not hold (released once
+/// seen twice: an attempt whose start was being committed when the first heartbeat looked is held
+/// by the second). A session that fails is opened again at once. When the lease runs out
+/// unrenewed, every running attempt is abandoned (see [`lease`]); a refusal by the database
+/// server itself holds the lease through the restart grace instead.
 async fn liveness_loop(
     worker: Arc<Worker>,
-    key: i64,
     first: workers::LivenessSession,
     stop: CancellationToken,
 ) {
@@ -469,18 +466,32 @@ async fn liveness_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut session: Option<workers::LivenessSession> = Some(first);
     let mut suspects: HashSet<AttemptKey> = HashSet::new();
+    let mut fenced = false;
     async {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
+            if !worker.lease.held() && !fenced {
+                fenced = true;
+                worker.lease.lapsed();
+                let abandoned = worker.abandon(None);
+                if abandoned > 0 {
+                    warn!(abandoned, "the lease ran out unrenewed; abandoning running attempts before anyone can recover them");
+                }
+                metrics::counter!("chime_worker_self_fenced_total").increment(abandoned as u64);
+            }
+            // Never waiting past the lease on one answer (at least one heartbeat's time, so a
+            // worker without a lease still gets to renew it).
+            let patience = worker.lease.remaining().max(workers::HEARTBEAT_INTERVAL);
             let live = match session.as_mut() {
                 Some(live) => live,
                 None => {
+                    let asked_at = lease::Lease::now();
                     let opened = tokio::time::timeout(
-                        HEARTBEAT_TIMEOUT,
-                        workers::LivenessSession::open(&worker.store, key),
+                        if fenced { HEARTBEAT_TIMEOUT } else { patience },
+                        workers::LivenessSession::open(&worker.store),
                     )
                     .await;
                     match opened {
@@ -489,11 +500,9 @@ async fn liveness_loop(
                             session.insert(opened)
                         }
                         Ok(Err(error)) => {
-                            if workers::LivenessSession::refused_by_live_server(&error) {
-                                let abandoned = worker.abandon(None);
-                                warn!(%error, abandoned, "the database is up but refuses the liveness session; abandoning running attempts");
-                                metrics::counter!("chime_worker_self_fenced_total")
-                                    .increment(abandoned as u64);
+                            if workers::LivenessSession::server_is_down(&error) {
+                                worker.lease.server_down(asked_at);
+                                warn!(%error, "the database is down; the lease holds through its restart grace");
                             } else {
                                 warn!(%error, "cannot open the liveness session; retrying");
                             }
@@ -512,8 +521,9 @@ async fn liveness_loop(
             } else {
                 "online"
             };
+            let sent_at = lease::Lease::now();
             let beat = tokio::time::timeout(
-                workers::HEARTBEAT_HANG,
+                patience,
                 live.heartbeat(worker.identity.id, status, &running, &all),
             )
             .await;
@@ -526,14 +536,17 @@ async fn liveness_loop(
                     continue;
                 }
                 Err(_) => {
-                    let abandoned = worker.abandon(None);
-                    warn!(abandoned, "heartbeat hung; abandoning running attempts before the lock may go");
-                    metrics::counter!("chime_worker_self_fenced_total").increment(abandoned as u64);
+                    warn!("heartbeat did not answer; opening a new liveness session");
                     session = None;
                     tick.reset_immediately();
                     continue;
                 }
             };
+            if fenced {
+                info!("lease renewed");
+                fenced = false;
+            }
+            worker.lease.renewed(sent_at);
             metrics::counter!("chime_worker_heartbeats_total").increment(1);
             for (task_id, attempt) in beat.kill {
                 if worker.kill(task_id, attempt) {

@@ -84,6 +84,10 @@ impl<T> Context<T> for Result<T, sqlx::Error> {
     }
 }
 
+/// How long a session may sit idle inside a transaction before the server ends it (and rolls
+/// the transaction back): what a frozen process can delay what its locks hold.
+pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5s";
+
 /// The job store of one chime process.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -94,7 +98,21 @@ pub struct Store {
 impl Store {
     /// Connects to `url`, creating the database if it does not exist, and applies the migrations.
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(url).map_err(StoreError::InvalidUrl)?;
+        let options = PgConnectOptions::from_str(url)
+            .map_err(StoreError::InvalidUrl)?
+            // A process frozen inside a transaction (SIGSTOP, a stalled runtime, a VM pause)
+            // would hold its row locks for as long as it is frozen: a trigger it was firing could
+            // not be fired by any other instance. The server ends such a session instead.
+            .options([(
+                "idle_in_transaction_session_timeout",
+                IDLE_IN_TRANSACTION_TIMEOUT,
+            )]);
+        // pg_stat_activity names the process each session belongs to.
+        let options = if options.get_application_name().is_none() {
+            options.application_name(&format!("chime[{}]", std::process::id()))
+        } else {
+            options
+        };
         ensure_database(&options).await?;
         let pool = PgPoolOptions::new()
             .max_connections(pool_size.max(2))

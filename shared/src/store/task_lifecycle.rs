@@ -320,9 +320,11 @@ pub async fn start_attempts(
               AND t.execute_user IS NOT DISTINCT FROM w.execute_user
               AND t.data_time IS NOT DISTINCT FROM
                   timestamptz 'epoch' + w.data_time_us * interval '1 microsecond'
-              -- a worker declared dead starts nothing until its heartbeat brings it back
+              -- a worker declared dead, or whose lease ran out, starts nothing until its
+              -- heartbeat renews the lease
               AND EXISTS (SELECT 1 FROM workers k
-                          WHERE k.id = $3 AND k.status IN ('online', 'draining'))
+                          WHERE k.id = $3 AND k.status IN ('online', 'draining')
+                            AND coalesce(k.lease_expires_at, 'infinity') > now())
             RETURNING t.id, t.attempt, t.started_at, t.kind, t.spec, t.worker_group, t.data,
                       t.data_time, t.timeout_ms, t.execute_user
         ), opened AS (
@@ -914,16 +916,14 @@ pub enum Release {
 /// that requests recovery runs again as the next attempt; otherwise the failed budget decides
 /// (reason `lost`). One caller at a time (advisory lock); returns how many were recovered.
 ///
-/// A worker is gone when it said so (`offline`), or — only if `may_declare_dead` — when its
-/// liveness lock is free and its heartbeat older than [`workers::LIVENESS_GRACE`] (see
-/// `workers.rs`); such a worker is marked `offline` here, with its lock held until commit so that
-/// it cannot come back half-way. The caller passes `may_declare_dead` only once its own session to
-/// the database has lived [`workers::RESTART_GRACE`]: after a restart, a crash recovery or a
-/// failover every lock is free until its worker reconnects, and the caller's session broke too.
-/// A worker presumed dead that comes back finds its attempts fenced off (every worker write names
-/// task, attempt and worker) and kills them on its next heartbeat.
+/// A worker is gone when it said so (`offline`), or — only if `may_declare_dead` — when its lease
+/// has expired by the database's clock (see `workers.rs`); such a worker is marked `offline`
+/// here. Its heartbeat, if it comes at that moment, waits for this transaction on the worker's
+/// row and then learns which attempts were taken; one that comes first renews the lease and
+/// the worker is not declared dead. For [`workers::RESTART_GRACE`] after the database restarted
+/// (`pg_postmaster_start_time()`) or recovered from a crash (the `crash_marker` table is empty,
+/// and is filled again here), nobody is declared dead: every lease ran out while it was away.
 ///
-/// [`workers::LIVENESS_GRACE`]: super::workers::LIVENESS_GRACE
 /// [`workers::RESTART_GRACE`]: super::workers::RESTART_GRACE
 pub async fn recover_lost_attempts(
     conn: &mut sqlx::PgConnection,
@@ -931,7 +931,7 @@ pub async fn recover_lost_attempts(
     scope: LostScope,
     may_declare_dead: bool,
 ) -> Result<usize, StoreError> {
-    use super::workers::{LIVENESS_GRACE, STALE_AFTER};
+    use super::workers::STALE_AFTER;
     use sqlx::Connection;
     let (only_task, only_attempt, limit) = match scope {
         LostScope::All { limit } => (None, None, limit),
@@ -946,21 +946,17 @@ pub async fn recover_lost_attempts(
     if !locked {
         return Ok(0);
     }
-    if may_declare_dead {
-        // The CASE orders the tests: a worker's lock is tried only once its heartbeat is stale,
-        // and a lock taken stays taken until this transaction ends.
+    if may_declare_dead && !store_restarted_recently(&mut tx).await? {
+        // A worker row without a lease (written by an older version) is dead once its heartbeat
+        // is STALE_AFTER old.
         sqlx::query(
             r#"
             UPDATE workers w SET status = 'offline', stopped_at = now()
             WHERE w.status IN ('online', 'draining', 'disconnected')
-              AND w.last_heartbeat < now() - make_interval(secs => $1)
-              AND CASE
-                  WHEN w.liveness_key IS NULL
-                      THEN w.last_heartbeat < now() - make_interval(secs => $2)
-                  ELSE pg_try_advisory_xact_lock(w.liveness_key) END
+              AND coalesce(w.lease_expires_at,
+                           w.last_heartbeat + make_interval(secs => $1)) < now()
             "#,
         )
-        .bind(LIVENESS_GRACE.as_secs_f64())
         .bind(STALE_AFTER.as_secs_f64())
         .execute(&mut *tx)
         .await
@@ -994,6 +990,27 @@ pub async fn recover_lost_attempts(
     .await?;
     tx.commit().await.context("committing recovery")?;
     Ok(recovered)
+}
+
+/// Whether the database restarted or recovered from a crash less than
+/// [`workers::RESTART_GRACE`] ago (see [`recover_lost_attempts`]); fills the crash marker when a
+/// crash recovery emptied it, which starts the grace.
+///
+/// [`workers::RESTART_GRACE`]: super::workers::RESTART_GRACE
+async fn store_restarted_recently(tx: &mut sqlx::PgConnection) -> Result<bool, StoreError> {
+    sqlx::query_scalar(
+        r#"
+        WITH marker AS (SELECT max(filled_at) AS filled_at FROM crash_marker), filled AS (
+            INSERT INTO crash_marker (filled_at) SELECT now() FROM marker WHERE filled_at IS NULL
+        )
+        SELECT now() < pg_postmaster_start_time() + make_interval(secs => $1)
+            OR coalesce((SELECT filled_at FROM marker), now()) > now() - make_interval(secs => $1)
+        "#,
+    )
+    .bind(super::workers::RESTART_GRACE.as_secs_f64())
+    .fetch_one(tx)
+    .await
+    .context("asking whether the database restarted")
 }
 
 /// `running → ready (next attempt) | retrying | failed | killed` for attempts still running under
@@ -1062,6 +1079,7 @@ async fn close_lost_attempts(
                 worker_id = NULL,
                 started_at = CASE WHEN lost.next_status = 'ready' THEN NULL ELSE t.started_at END,
                 ready_at = CASE WHEN lost.next_status = 'ready' THEN now() ELSE t.ready_at END,
+                republished_at = NULL,
                 next_attempt_at = CASE WHEN lost.next_status = 'retrying' THEN
                     now() + retry_delay(t.backoff, t.failed_interval_ms, t.failures + 1) END,
                 finished_at = CASE WHEN lost.next_status IN ('failed', 'killed') THEN now() END,
@@ -1110,11 +1128,17 @@ async fn close_lost_attempts(
 /// its queue) cannot strand a task. The caller names only groups whose queue holds no message, so
 /// a backlog is not doubled. A duplicate is harmless: the attempt starts once. Returns how many
 /// were re-published.
+///
+/// `only_recovered` limits it to tasks that recovery made ready (reason `lost`), which are worth
+/// a much shorter `older_than`: their message may sit unacknowledged in the consumer of the
+/// frozen worker they were taken from, which the broker believes alive until its connection
+/// times out.
 pub async fn republish_stale_ready(
     store: &Store,
     topology: &Topology,
     groups: &[String],
     older_than: std::time::Duration,
+    only_recovered: bool,
     limit: i64,
 ) -> Result<usize, StoreError> {
     let mut tx = store.begin().await?;
@@ -1126,6 +1150,7 @@ pub async fn republish_stale_ready(
             WHERE status = 'ready' AND worker_group = ANY($1)
               AND coalesce(republished_at, ready_at, created_at)
                   < now() - make_interval(secs => $2)
+              AND (NOT $4 OR reason = 'lost')
             ORDER BY id
             LIMIT $3
             FOR UPDATE SKIP LOCKED
@@ -1138,6 +1163,7 @@ pub async fn republish_stale_ready(
     .bind(groups)
     .bind(older_than.as_secs_f64())
     .bind(limit)
+    .bind(only_recovered)
     .fetch_all(&mut *tx)
     .await
     .context("finding ready tasks no worker started")?;
@@ -1149,17 +1175,21 @@ pub async fn republish_stale_ready(
     Ok(stale.len())
 }
 
-/// The worker groups that have `ready` tasks no worker has started for `older_than`.
+/// The worker groups that have `ready` tasks no worker has started for `older_than` (only those
+/// recovery made ready, with `only_recovered`).
 pub async fn groups_with_stale_ready(
     store: &Store,
     older_than: std::time::Duration,
+    only_recovered: bool,
 ) -> Result<Vec<String>, StoreError> {
     sqlx::query_scalar(
         "SELECT DISTINCT worker_group FROM tasks
          WHERE status = 'ready'
-           AND coalesce(republished_at, ready_at, created_at) < now() - make_interval(secs => $1)",
+           AND coalesce(republished_at, ready_at, created_at) < now() - make_interval(secs => $1)
+           AND (NOT $2 OR reason = 'lost')",
     )
     .bind(older_than.as_secs_f64())
+    .bind(only_recovered)
     .fetch_all(store.pool())
     .await
     .context("finding groups with stale ready tasks")

@@ -7,18 +7,25 @@
 //!      └── liveness lock free (process gone) ──recovery──▶ offline (its attempts recovered)
 //! ```
 //!
-//! Liveness: each worker holds a session-level advisory lock on its own PostgreSQL connection
-//! ([`LivenessSession`]) and heartbeats over it. PostgreSQL releases the lock the moment the
-//! process dies, so recovery (`task_lifecycle::recover_lost_attempts`) declares a worker dead when
-//! its lock is free *and* its heartbeat is older than [`LIVENESS_GRACE`] — in seconds, not tens of
-//! seconds — but never before the recoverer's own session has lived [`RESTART_GRACE`] (after a
-//! restart, crash recovery or failover of the database every lock is free until its worker
-//! reconnects, and the recoverer's session broke too), and never while the lock is held. The
-//! session asks the server to probe it often (TCP keepalives), so a worker whose host vanished
-//! loses its lock in about twenty seconds; a worker whose heartbeat hangs that long kills its
-//! attempts first (self-fencing), since its lock may be about to go. Recovery takes the dead
-//! worker's lock for its transaction, so a worker that reconnects at that moment waits, then
-//! learns from its first heartbeat which attempts were taken from it and kills them at once.
+//! Liveness is a lease. Every [`HEARTBEAT_INTERVAL`] a worker moves its row's `lease_expires_at`
+//! to the database's now() plus [`LEASE`], over a PostgreSQL connection of its own
+//! ([`LivenessSession`]) so that a busy pool never delays it. Recovery
+//! (`task_lifecycle::recover_lost_attempts`) declares a worker dead only once its lease has
+//! expired by the database's clock: a lost session proves nothing (a frozen worker's commands go
+//! on running), and a worker killed with -9 is dead [`LEASE`] after its last heartbeat.
+//!
+//! The worker's side of the bargain: before its lease can expire, every process of its attempts
+//! is gone. It counts the lease from before it sent the heartbeat that renewed it, stops its
+//! attempts itself when the lease is about to run out unrenewed, and a guard process of its own
+//! (`services/worker/src/executor/sandbox.rs`), which needs nothing from the worker to act, kills
+//! them at [`GUARD_MARGIN`] before the lease ends, frozen worker or not.
+//!
+//! One exception keeps a database restart from killing every running task: when the server
+//! itself refuses the worker (the connection is refused, or it says it is starting up or shutting
+//! down), nobody can recover anyone, and recovery waits [`RESTART_GRACE`] after the server is back
+//! (`pg_postmaster_start_time()`, and the `crash_marker` table a crash recovery empties). The
+//! worker's lease then counts as held for [`RESTART_GRACE`] from that refusal, if it was still
+//! held when the refusal came; it renews it as soon as the server answers again.
 
 use std::time::Duration;
 
@@ -30,17 +37,17 @@ use uuid::Uuid;
 use super::task_lifecycle::WorkerIdentity;
 use super::{Context, Store, StoreError};
 
-/// How often a worker records that it is alive (over its liveness session).
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
-/// A worker whose liveness lock is free is dead once its last heartbeat is older than this: long
-/// enough for a worker whose session merely broke to reconnect and beat again.
-pub const LIVENESS_GRACE: Duration = Duration::from_millis(1500);
-/// No worker is declared dead by its free lock until the recoverer's own session has been up this
-/// long: after a restart every lock is free until its worker reconnects.
+/// How often a worker renews its lease (over its liveness session).
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(250);
+/// How long a heartbeat's lease lasts, from the database's now() when it was written. A worker
+/// killed with -9 is declared dead this long after its last heartbeat.
+pub const LEASE: Duration = Duration::from_millis(2500);
+/// How long before its lease ends, counted from before the heartbeat that renewed it was sent, a
+/// worker's guard kills every process of the worker's attempts: the time it has to act.
+pub const GUARD_MARGIN: Duration = Duration::from_millis(500);
+/// For this long after the database restarted or recovered from a crash, no worker is declared
+/// dead: every worker's lease ran out while it was away, and each needs a moment to renew it.
 pub const RESTART_GRACE: Duration = Duration::from_secs(20);
-/// A heartbeat that has not answered for this long is given up: the worker kills its attempts
-/// (its lock may be released by the server's keepalive soon after) and opens a new session.
-pub const HEARTBEAT_HANG: Duration = Duration::from_secs(7);
 /// A live worker whose last heartbeat is older than this is shown `disconnected`; a worker row
 /// without a liveness key (written by an older version) is dead past it.
 pub const STALE_AFTER: Duration = Duration::from_secs(15);
@@ -90,11 +97,10 @@ pub struct NewWorker<'a> {
     pub kinds: &'a [String],
     /// Concurrency.
     pub concurrency: u16,
-    /// The advisory lock key its [`LivenessSession`] holds.
-    pub liveness_key: i64,
 }
 
-/// Registers a worker as online (and its groups in `worker_groups`).
+/// Registers a worker as online (and its groups in `worker_groups`), with a first lease of
+/// [`LEASE`]: the caller counts it from before this call.
 pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreError> {
     sqlx::query(
         r#"
@@ -102,8 +108,8 @@ pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreE
             INSERT INTO worker_groups (name) SELECT unnest($5::text[]) ON CONFLICT DO NOTHING
         )
         INSERT INTO workers (id, name, host, pid, groups, kinds, concurrency, status, version,
-                             liveness_key)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, 'online', $8, $9)
+                             lease_expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, 'online', $8, now() + make_interval(secs => $9))
         "#,
     )
     .bind(worker.identity.id)
@@ -114,14 +120,14 @@ pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreE
     .bind(worker.kinds)
     .bind(i32::from(worker.concurrency))
     .bind(env!("CARGO_PKG_VERSION"))
-    .bind(worker.liveness_key)
+    .bind(LEASE.as_secs_f64())
     .execute(store.pool())
     .await
     .context("registering the worker")?;
     Ok(())
 }
 
-/// A worker's own PostgreSQL connection, holding its liveness lock for as long as it is open.
+/// A worker's own PostgreSQL connection, over which it renews its lease.
 #[derive(Debug)]
 pub struct LivenessSession {
     conn: PgConnection,
@@ -133,8 +139,8 @@ pub struct Heartbeat {
     /// Attempts this worker runs whose kill was requested: the backstop for a kill command that
     /// did not reach it.
     pub kill: Vec<(Uuid, i32)>,
-    /// Attempts this worker runs that are no longer its own in the database (recovery declared it
-    /// dead, or its session was lost long enough): they must be killed at once.
+    /// Attempts this worker runs that are no longer its own in the database (its lease ran out and
+    /// recovery declared it dead): they must be killed at once.
     pub taken: Vec<(Uuid, i32)>,
     /// Attempts running under this worker in the database that it does not hold (a start that
     /// committed while the worker saw an error): seen twice in a row, they are released.
@@ -142,9 +148,8 @@ pub struct Heartbeat {
 }
 
 impl LivenessSession {
-    /// Opens a connection of its own and takes the worker's liveness lock on it, waiting while a
-    /// recovery holds it (the worker then learns from its next heartbeat what was taken).
-    pub async fn open(store: &Store, key: i64) -> Result<Self, StoreError> {
+    /// Opens a connection of its own for the worker's heartbeats.
+    pub async fn open(store: &Store) -> Result<Self, StoreError> {
         let mut conn = store
             .pool()
             .connect_options()
@@ -153,27 +158,25 @@ impl LivenessSession {
             .connect()
             .await
             .context("opening the liveness session")?;
-        // The server probes an idle peer after 10 s, every 3 s, 3 times: a lock held by a host
-        // that vanished without closing its connection is released in about 20 s, after the
-        // worker (if it still lives) has given up on a heartbeat hung for HEARTBEAT_HANG.
+        // The server probes an idle peer after 10 s, every 3 s, 3 times: the session of a host
+        // that vanished without closing its connection does not linger. A renewal does not wait
+        // for its commit to reach the disk (a busy disk would otherwise let leases run out): one
+        // lost in a crash is harmless, since nobody is declared dead for RESTART_GRACE after a
+        // crash recovery.
         sqlx::query(
             "SELECT set_config('tcp_keepalives_idle', '10', false),
                     set_config('tcp_keepalives_interval', '3', false),
-                    set_config('tcp_keepalives_count', '3', false)",
+                    set_config('tcp_keepalives_count', '3', false),
+                    set_config('synchronous_commit', 'off', false)",
         )
         .execute(&mut conn)
         .await
         .context("setting the liveness session's keepalives")?;
-        sqlx::query("SELECT pg_advisory_lock($1)")
-            .bind(key)
-            .execute(&mut conn)
-            .await
-            .context("taking the liveness lock")?;
         Ok(Self { conn })
     }
 
-    /// Records that the worker is alive, as `status` (online or draining) if it had been marked
-    /// disconnected or offline, and compares the attempts it holds with the database:
+    /// Renews the worker's lease and records that it is alive, as `status` (online or draining)
+    /// if it had been marked disconnected or offline, and compares the attempts it holds with the database:
     /// `running` (started, not yet ending) and `all` (also those starting or ending).
     pub async fn heartbeat(
         &mut self,
@@ -189,6 +192,7 @@ impl LivenessSession {
             r#"
             WITH beat AS (
                 UPDATE workers SET last_heartbeat = now(), stopped_at = NULL,
+                       lease_expires_at = now() + make_interval(secs => $7),
                        status = CASE WHEN status IN ('disconnected', 'offline') THEN $2
                                      ELSE status END
                 WHERE id = $1
@@ -212,6 +216,7 @@ impl LivenessSession {
         .bind(&running_attempts)
         .bind(&all_ids)
         .bind(&all_attempts)
+        .bind(LEASE.as_secs_f64())
         .fetch_all(&mut self.conn)
         .await
         .context("recording the worker's heartbeat")?;
@@ -226,22 +231,27 @@ impl LivenessSession {
         Ok(beat)
     }
 
-    /// Whether a failure to open the session proves the server is up and refusing this worker
-    /// (too many connections, authentication): then recovery, which can reach it, may declare
-    /// the worker dead, and the worker must give its attempts up at once. A server that is down,
-    /// shutting down or starting up (SQLSTATE class 57), or unreachable, proves nothing: nobody
-    /// can recover the worker meanwhile, and recovery waits after the database returns.
-    pub fn refused_by_live_server(error: &StoreError) -> bool {
-        match error {
-            StoreError::Database { source, .. } => source
+    /// Whether a failure to open the session proves the server is down for everyone: the
+    /// connection was refused (nothing listens on its port), or the server said it cannot take
+    /// connections now (SQLSTATE 57P03: starting up, shutting down, recovering). Then nobody can
+    /// declare the worker dead until the server is back and [`RESTART_GRACE`] has passed, and its
+    /// lease holds meanwhile. A timeout proves nothing (a partition looks the same): the lease
+    /// runs out. A refusal from a proxy whose database is up for others would break this: put
+    /// nothing between workers and PostgreSQL that refuses connections while the database runs.
+    pub fn server_is_down(error: &StoreError) -> bool {
+        let StoreError::Database { source, .. } = error else {
+            return false;
+        };
+        match source {
+            sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+            other => other
                 .as_database_error()
                 .and_then(|e| e.code())
-                .is_some_and(|code| !code.starts_with("57")),
-            _ => false,
+                .is_some_and(|code| code == "57P03"),
         }
     }
 
-    /// Closes the connection, releasing the lock.
+    /// Closes the connection.
     pub async fn close(self) {
         let _ = sqlx::Connection::close(self.conn).await;
     }

@@ -8,6 +8,7 @@ mod dependencies;
 mod faults;
 mod firing;
 mod firing_rules;
+mod freezes;
 mod logs;
 mod outbox;
 mod process;

@@ -9,6 +9,7 @@
 //! past its grace ([`Attempt::interruption`]).
 
 mod execute_user;
+pub mod guard;
 mod http;
 mod noop;
 pub mod output;
@@ -17,6 +18,7 @@ mod shell;
 mod template;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chime_core::config::{CommandTemplate, WorkerSettings};
@@ -27,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use self::execute_user::UserPolicy;
 use self::output::OutputTail;
 use self::shell::TaskEnv;
+use crate::lease::Lease;
 
 /// One attempt being executed.
 #[derive(Debug)]
@@ -41,6 +44,8 @@ pub struct Attempt {
     pub timeout: Option<Duration>,
     /// What the attempt prints, read by the worker while it runs.
     pub output: OutputTail,
+    /// The worker's lease, and its count when the attempt started.
+    lease: (Arc<Lease>, u64),
 }
 
 /// Why an attempt was cut short.
@@ -55,24 +60,41 @@ pub enum Interruption {
 }
 
 impl Attempt {
-    /// An attempt of `message` that prints into `output`.
+    /// An attempt of `message` that prints into `output`, run under `lease`.
     pub fn new(
         message: TaskMessage,
         shutdown: CancellationToken,
         kill: CancellationToken,
         output: OutputTail,
+        lease: Arc<Lease>,
     ) -> Self {
         let timeout = message
             .timeout_ms
             .and_then(|ms| u64::try_from(ms).ok())
             .map(Duration::from_millis);
+        let mark = lease.mark();
         Self {
             message,
             shutdown,
             kill,
             timeout,
             output,
+            lease: (lease, mark),
         }
+    }
+
+    /// Whether the worker's lease ran out since the attempt started, or is not held now: the
+    /// attempt may have been recovered elsewhere, and must not run (on).
+    pub fn lease_lost(&self) -> bool {
+        self.lease.0.lost_since(self.lease.1)
+    }
+
+    /// The end of an attempt that did not start, or was stopped, because the lease was lost.
+    pub fn lease_lost_end(&self, result: TaskResult) -> AttemptEnd {
+        AttemptEnd::Abandoned(TaskResult {
+            error: Some("interrupted: the worker's lease ran out".into()),
+            ..result
+        })
     }
 
     /// Resolves when the attempt must stop: its timeout, a kill, or the worker's shutdown.
@@ -121,7 +143,7 @@ pub struct Executors {
     http: reqwest::Client,
     users: UserPolicy,
     env: TaskEnv,
-    sandbox: std::sync::Arc<sandbox::Sandbox>,
+    sandbox: Arc<sandbox::Sandbox>,
 }
 
 impl Executors {
@@ -145,8 +167,13 @@ impl Executors {
                 allowed: settings.execute_users.clone(),
             },
             env: TaskEnv::from_worker(&settings.pass_env),
-            sandbox: std::sync::Arc::new(sandbox::Sandbox::create()),
+            sandbox: Arc::new(sandbox::Sandbox::create()),
         })
+    }
+
+    /// Where this worker's attempts run, and its guard.
+    pub fn sandbox(&self) -> Arc<sandbox::Sandbox> {
+        self.sandbox.clone()
     }
 
     /// A buffer for one attempt's output, of the configured size.
@@ -165,6 +192,9 @@ impl Executors {
 
     /// Runs the attempt to its end.
     pub async fn execute(&self, attempt: &Attempt) -> AttemptEnd {
+        if attempt.lease_lost() {
+            return attempt.lease_lost_end(TaskResult::default());
+        }
         let spec = &attempt.message.spec;
         let kind = attempt.message.kind.as_str();
         match kind {

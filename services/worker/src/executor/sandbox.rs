@@ -12,13 +12,11 @@
 //! in a container, a worker without the right), the attempt's process group is killed instead;
 //! a process that starts a session of its own escapes that, and README says so.
 //!
-//! A worker killed with `-9` cleans nothing up itself. A guard, a small `sh` started with the
-//! worker in a process group of its own, blocks reading a pipe whose other end only the worker
-//! holds: when the worker is gone the pipe closes, and the guard kills every attempt cgroup (or
-//! recorded process group) of the worker and removes its data files at once, well before recovery
-//! declares the worker dead (about two seconds) and starts the attempts again elsewhere. A worker
-//! starting also removes what an earlier one on this machine left when its guard could not run
-//! (killed with it): directories named for a process that no longer runs.
+//! A worker killed with `-9`, or frozen, cleans nothing up itself: its guard
+//! ([`super::guard`]), a process of its own, kills every attempt of the worker when the worker is
+//! gone or its lease runs out, before recovery can declare the worker dead and start the attempts
+//! again elsewhere. A worker starting also removes what an earlier one on this machine left when
+//! its guard could not run (killed with it): directories named for a process that no longer runs.
 //!
 //! Large task data (`CHIME_DATA_FILE`) goes in the worker's data directory, which the same guard
 //! and the same start-up sweep remove.
@@ -27,39 +25,18 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
+use super::guard::Guard;
+
 /// The prefix of every directory a worker makes, cgroup or data.
 const PREFIX: &str = "chime-worker-";
 /// How long the processes of a killed cgroup get to be gone before its directory is left behind.
 const KILL_WAIT: Duration = Duration::from_secs(5);
-
-/// What the guard runs: `$1` is the worker's cgroup directory (empty without cgroups), `$2` its
-/// data directory. It waits for the end of its stdin (the worker gone, or stopping), then kills
-/// and removes what is left.
-const GUARD: &str = r#"
-trap '' INT TERM HUP
-cat >/dev/null
-if [ -n "$1" ]; then
-  for g in "$1"/*/; do [ -d "$g" ] && echo 1 > "${g}cgroup.kill"; done 2>/dev/null
-  for g in "$1"/*/; do
-    [ -d "$g" ] || continue
-    i=0
-    while grep -q '^populated 1' "${g}cgroup.events" 2>/dev/null && [ $i -lt 100 ]; do
-      sleep 0.05; i=$((i + 1))
-    done
-    rmdir "$g" 2>/dev/null
-  done
-  rmdir "$1" 2>/dev/null
-fi
-for f in "$2"/group-*; do [ -e "$f" ] && kill -9 -- "-${f##*group-}"; done 2>/dev/null
-rm -rf "$2"
-"#;
 
 /// Distinguishes the sandboxes of the workers one process runs (tests run several).
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -71,7 +48,7 @@ pub struct Sandbox {
     cgroups: Option<PathBuf>,
     data_dir: PathBuf,
     /// The worker's end of the guard's pipe: dropped (closed) when the worker stops or dies.
-    _guard: Option<std::io::PipeWriter>,
+    guard: Option<Guard>,
 }
 
 impl Sandbox {
@@ -123,13 +100,22 @@ impl Sandbox {
         if let Err(error) = made {
             warn!(%error, dir = %data_dir.display(), "cannot make the worker's data directory");
         }
-        let guard = start_guard(cgroups.as_deref(), &data_dir)
-            .inspect_err(|error| warn!(%error, "cannot start the worker's guard: a worker killed with -9 leaves its tasks' processes to the next worker started here"))
+        let guard = Guard::start(cgroups.as_deref(), &data_dir)
+            .inspect_err(|error| warn!(%error, "cannot start the worker's guard: a worker killed with -9 or frozen leaves its tasks' processes running"))
             .ok();
         Self {
             cgroups,
             data_dir,
-            _guard: guard,
+            guard,
+        }
+    }
+
+    /// Tells the guard when the worker's lease ends (boot-clock nanoseconds, its margin taken).
+    pub fn lease_ends(&self, deadline: i64) {
+        if let Some(guard) = &self.guard
+            && let Err(error) = guard.deadline(deadline)
+        {
+            warn!(%error, "cannot tell the guard when the lease ends");
         }
     }
 
@@ -342,29 +328,6 @@ fn kill_cgroup_now(dir: &Path) {
         std::thread::sleep(Duration::from_millis(5));
     }
     let _ = std::fs::remove_dir(dir);
-}
-
-/// Starts the guard; returns the worker's end of its pipe.
-fn start_guard(cgroups: Option<&Path>, data_dir: &Path) -> std::io::Result<std::io::PipeWriter> {
-    // Both ends close on exec: the guard gets the read end as its stdin, no task gets either.
-    let (read, write) = std::io::pipe()?;
-    let cgroups = cgroups
-        .map(|p| p.as_os_str().to_owned())
-        .unwrap_or_default();
-    // tokio reaps it when it exits, though the handle is dropped here.
-    tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(GUARD)
-        .arg("chime-worker-guard")
-        .arg(cgroups)
-        .arg(data_dir)
-        .stdin(Stdio::from(read))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        // Out of the worker's process group: a Ctrl-C meant for the worker does not reach it.
-        .process_group(0)
-        .spawn()?;
-    Ok(write)
 }
 
 #[cfg(test)]

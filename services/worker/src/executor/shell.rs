@@ -194,6 +194,11 @@ pub async fn run(
         // std sets the gid before the uid and, as root, drops supplementary groups.
         command.uid(user.uid.as_raw()).gid(user.gid.as_raw());
     }
+    // A worker frozen since it started the attempt may have lost it meanwhile: nothing starts
+    // once the lease is gone (the guard kills only what is in the cgroup when it looks).
+    if attempt.lease_lost() {
+        return attempt.lease_lost_end(TaskResult::default());
+    }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => {
@@ -226,9 +231,14 @@ pub async fn run(
     if let Some(group) = group {
         processes.started(group.as_raw());
     }
-    let status = tokio::select! {
-        status = child.wait() => Ok(status),
-        why = attempt.interruption() => Err(why),
+    let status = if attempt.lease_lost() {
+        // Spawned across a freeze that outlived the lease.
+        Err(None)
+    } else {
+        tokio::select! {
+            status = child.wait() => Ok(status),
+            why = attempt.interruption() => Err(Some(why)),
+        }
     };
     // Ended or cut short, nothing of the attempt outlives it: what it left running in the
     // background dies too, and its pipes close.
@@ -242,13 +252,29 @@ pub async fn run(
     }
     let output = tail.text();
     match status {
-        Err(why) => attempt.interrupted(
+        Err(None) => attempt.lease_lost_end(TaskResult {
+            output,
+            ..TaskResult::default()
+        }),
+        Err(Some(why)) => attempt.interrupted(
             why,
             TaskResult {
                 output,
                 ..TaskResult::default()
             },
         ),
+        // Killed by the guard while the worker could not act (frozen past its lease): lost,
+        // not the job's failure.
+        Ok(Ok(status))
+            if std::os::unix::process::ExitStatusExt::signal(&status)
+                == Some(Signal::SIGKILL as i32)
+                && attempt.lease_lost() =>
+        {
+            attempt.lease_lost_end(TaskResult {
+                output,
+                ..TaskResult::default()
+            })
+        }
         Ok(Err(error)) => AttemptEnd::Failed {
             result: TaskResult {
                 output,

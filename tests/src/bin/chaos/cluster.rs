@@ -1,6 +1,8 @@
-//! The chaos suite's installation: a private PostgreSQL it may stop, a TCP proxy to RabbitMQ it
-//! may cut, and every chime service as a process of its own (this same binary, run as `chime`),
-//! each of which it may kill and starts again.
+//! The chaos suite's installation: a private PostgreSQL it may stop or crash, a private RabbitMQ
+//! node it may kill and start again, and every chime
+//! service as a process of its own (this same binary, run as `chime`), each reaching PostgreSQL
+//! and RabbitMQ through proxies of its own, which the suite may cut, black-hole or slow down. It
+//! may kill, terminate, freeze and thaw each process, and starts again what exited.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -10,6 +12,7 @@ use anyhow::{Context, Result};
 use chime_core::Store;
 use chime_tests::postgres::PrivatePostgres;
 use chime_tests::proxy::Proxy;
+use chime_tests::rabbitmq::PrivateRabbitMq;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::Child;
@@ -22,14 +25,25 @@ struct Service {
     name: String,
     args: Vec<String>,
     child: Option<Child>,
+    /// Its way to PostgreSQL.
+    pg: Proxy,
+    /// Its way to RabbitMQ.
+    amqp: Proxy,
+    /// Not started again before this (a kill -9 with a pause, or a start that failed just now).
+    down_until: Option<std::time::Instant>,
 }
+
+/// A process that exits is started again no sooner than this after its last start (one that
+/// cannot start while PostgreSQL is away would otherwise be started in a tight loop).
+const RESTART_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Everything the run owns.
 pub struct Cluster {
     /// The private PostgreSQL.
     pub pg: PrivatePostgres,
-    /// The services' way to RabbitMQ.
-    pub proxy: Proxy,
+    /// The private RabbitMQ node.
+    pub rabbit: PrivateRabbitMq,
+    rabbit_password: String,
     /// A store on the run's database (the suite's own view).
     pub store: Store,
     /// The AMQP prefix.
@@ -38,33 +52,37 @@ pub struct Cluster {
     pub api_url: String,
     /// The run's directory (logs, side-effect log).
     pub dir: PathBuf,
-    database_url: String,
+    database: String,
     services: Vec<Service>,
 }
 
 impl Cluster {
     /// Starts PostgreSQL, the proxy and the services.
     pub async fn start(dir: &Path) -> Result<Self> {
-        let pg = PrivatePostgres::start()
+        // It crashes it: commits must be as durable as in production.
+        let pg = PrivatePostgres::start_durable()
             .await
             .context("starting PostgreSQL")?;
-        let proxy = Proxy::start(&chime_tests::broker_address()).await?;
-        let database_url = format!("{}/chaos", pg.url());
+        let rabbit_password = uuid::Uuid::now_v7().simple().to_string();
+        let rabbit = PrivateRabbitMq::start("chaos", &rabbit_password)
+            .await
+            .context("starting RabbitMQ")?;
+        let database = "chaos".to_string();
+        let database_url = format!("{}/{database}", pg.url());
         let store = Store::connect(&database_url, 8)
             .await
             .context("creating the run's database")?;
         let id = uuid::Uuid::now_v7().simple().to_string();
         let prefix = format!("chaos{}", &id[id.len() - 8..]);
         let api_port = chime_tests::free_port()?;
-        let mut services = Vec::new();
-        let mut add = |name: &str, args: &[&str]| {
-            services.push(Service {
-                name: name.to_string(),
-                args: args.iter().map(|a| a.to_string()).collect(),
-                child: None,
-            })
-        };
         let api_addr = format!("127.0.0.1:{api_port}");
+        let mut wanted: Vec<(String, Vec<String>)> = Vec::new();
+        let mut add = |name: &str, args: &[&str]| {
+            wanted.push((
+                name.to_string(),
+                args.iter().map(|a| a.to_string()).collect(),
+            ))
+        };
         add("api", &["api", "--api-addr", &api_addr]);
         for n in 1..=3 {
             add(&format!("scheduler-{n}"), &["scheduler"]);
@@ -78,25 +96,32 @@ impl Cluster {
         for n in 1..=2 {
             add(&format!("dependency-{n}"), &["dependency"]);
         }
+        let mut services = Vec::new();
+        for (name, args) in wanted {
+            services.push(Service {
+                name,
+                args,
+                child: None,
+                pg: Proxy::start(&format!("127.0.0.1:{}", pg.port())).await?,
+                amqp: Proxy::start(&format!("127.0.0.1:{}", rabbit.port())).await?,
+                down_until: None,
+            });
+        }
         let mut cluster = Self {
             pg,
-            proxy,
+            rabbit,
+            rabbit_password,
             store,
             prefix,
             api_url: format!("http://{api_addr}"),
             dir: dir.to_path_buf(),
-            database_url,
+            database,
             services,
         };
         for i in 0..cluster.services.len() {
             cluster.spawn(i)?;
         }
         Ok(cluster)
-    }
-
-    /// The settings' AMQP URL for the services (through the proxy).
-    fn amqp_url(&self) -> String {
-        chime_tests::amqp_url_at(self.proxy.port())
     }
 
     /// How many service processes there are.
@@ -109,8 +134,74 @@ impl Cluster {
         &self.services[i].name
     }
 
+    /// A service's process id, while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.services[i].child.as_ref().and_then(|c| c.id())
+    }
+
+    /// The indexes of the services whose name starts with `kind` (scheduler, worker, …).
+    pub fn of_kind(&self, kind: &str) -> Vec<usize> {
+        (0..self.services.len())
+            .filter(|i| self.services[*i].name.starts_with(kind))
+            .collect()
+    }
+
+    /// Cuts service `i` off from PostgreSQL (packets dropped), or from RabbitMQ.
+    pub fn partition(&self, i: usize, from_postgres: bool) {
+        let service = &self.services[i];
+        if from_postgres {
+            service.pg.blackhole();
+        } else {
+            service.amqp.blackhole();
+        }
+    }
+
+    /// Ends a partition of service `i` (both ways).
+    pub fn heal(&self, i: usize) {
+        self.services[i].pg.restore();
+        self.services[i].amqp.restore();
+    }
+
+    /// Closes every connection to RabbitMQ and refuses new ones, or (`false`) lets them in again.
+    pub fn cut_broker(&self, cut: bool) {
+        for service in &self.services {
+            if cut {
+                service.amqp.cut();
+            } else {
+                service.amqp.restore();
+            }
+        }
+    }
+
+    /// Slows every process's PostgreSQL traffic by `by` each way, or (None) no longer.
+    pub fn slow_postgres(&self, by: Option<Duration>) {
+        for service in &self.services {
+            match by {
+                Some(by) => service.pg.delay(by),
+                None => service.pg.restore(),
+            }
+        }
+    }
+
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) service `i`'s process.
+    pub fn freeze(&self, i: usize, frozen: bool) {
+        if let Some(pid) = self.pid(i).and_then(|p| i32::try_from(p).ok()) {
+            let signal = if frozen {
+                Signal::SIGSTOP
+            } else {
+                Signal::SIGCONT
+            };
+            let _ = kill(Pid::from_raw(pid), signal);
+        }
+    }
+
     fn spawn(&mut self, i: usize) -> Result<()> {
         let service = &self.services[i];
+        let database_url = format!(
+            "postgres://postgres@127.0.0.1:{}/{}",
+            service.pg.port(),
+            self.database
+        );
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -118,14 +209,21 @@ impl Cluster {
         let child = tokio::process::Command::new(std::env::current_exe()?)
             .args(&service.args)
             .env(AS_CHIME, "1")
-            .env("CHIME_DATABASE_URL", &self.database_url)
-            .env("CHIME_AMQP_URL", self.amqp_url())
+            .env("CHIME_DATABASE_URL", &database_url)
+            .env(
+                "CHIME_AMQP_URL",
+                format!(
+                    "amqp://chaos:{}@127.0.0.1:{}/%2f",
+                    self.rabbit_password,
+                    service.amqp.port()
+                ),
+            )
             .env("CHIME_PREFIX", &self.prefix)
             .env("CHIME_CONFIG", "/nonexistent/chime.toml")
             .env("CHIME_DB_POOL_SIZE", "6")
             .env("CHIME_SCHEDULER__REPUBLISH_AFTER_MS", "15000")
             .env("CHIME_WORKER__SHUTDOWN_GRACE_MS", "5000")
-            // Its own PostgreSQL trusts loopback, and the broker has guest: a throwaway machine.
+            // Its own PostgreSQL trusts loopback: a throwaway installation.
             .env("CHIME_WORKER__ALLOW_OPEN_STORE", "true")
             .env("RUST_LOG", "warn,lapin=off")
             .env_remove("DATABASE_URL")
@@ -137,16 +235,16 @@ impl Cluster {
             .spawn()
             .with_context(|| format!("starting {}", service.name))?;
         self.services[i].child = Some(child);
+        self.services[i].down_until = Some(std::time::Instant::now() + RESTART_BACKOFF);
         Ok(())
     }
 
-    /// kill -9 of service `i`, then starts it again after `pause`.
-    pub async fn kill9(&mut self, i: usize, pause: Duration) -> Result<()> {
+    /// kill -9 of service `i`; [`Cluster::revive`] starts it again once `pause` has passed.
+    pub async fn kill9(&mut self, i: usize, pause: Duration) {
         if let Some(mut child) = self.services[i].child.take() {
             let _ = child.kill().await;
         }
-        tokio::time::sleep(pause).await;
-        self.spawn(i)
+        self.services[i].down_until = Some(std::time::Instant::now() + pause);
     }
 
     /// SIGTERM of service `i`: waits for it to stop (kill -9 after 20 s), starts it again.
@@ -165,10 +263,16 @@ impl Cluster {
         self.spawn(i)
     }
 
-    /// Starts again every service that exited by itself.
+    /// Starts again every service that exited (by itself, or killed and its pause over).
     pub fn revive(&mut self) -> Result<Vec<String>> {
         let mut revived = Vec::new();
         for i in 0..self.services.len() {
+            if self.services[i]
+                .down_until
+                .is_some_and(|until| std::time::Instant::now() < until)
+            {
+                continue;
+            }
             let exited = match self.services[i].child.as_mut() {
                 Some(child) => child.try_wait()?.is_some(),
                 None => true,
@@ -183,6 +287,13 @@ impl Cluster {
 
     /// Stops every service (SIGTERM, then kill after 20 s).
     pub async fn stop_services(&mut self) {
+        for service in &self.services {
+            service.pg.restore();
+            service.amqp.restore();
+        }
+        for i in 0..self.services.len() {
+            self.freeze(i, false);
+        }
         for service in &mut self.services {
             if let Some(child) = &service.child
                 && let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok())
@@ -201,24 +312,16 @@ impl Cluster {
         }
     }
 
-    /// Removes the run's queues and exchanges, and PostgreSQL.
+    /// The harness's own way to RabbitMQ (no proxy).
+    pub fn amqp_url(&self) -> String {
+        self.rabbit.url()
+    }
+
+    /// Stops the services, RabbitMQ and PostgreSQL, and removes their directories.
     pub async fn destroy(mut self) {
         self.stop_services().await;
         self.store.close().await;
-        let topology = chime_core::bus::Topology::new(self.prefix.clone());
-        if let Ok(conn) = lapin::Connection::connect(
-            &chime_tests::server_urls().1,
-            lapin::ConnectionProperties::default(),
-        )
-        .await
-        {
-            if let Ok(channel) = conn.create_channel().await {
-                topology
-                    .remove(&channel, &["default".into(), "etl".into()])
-                    .await;
-            }
-            let _ = conn.close(200, "done".into()).await;
-        }
+        self.rabbit.destroy().await;
         self.pg.destroy().await;
     }
 }

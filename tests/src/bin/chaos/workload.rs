@@ -1,6 +1,6 @@
 //! The chaos suite's workload: ~200 triggers of all four kinds (some through a calendar) on jobs
 //! that succeed, fail and retry, reject and retry, or run one at a time; a dependency diamond
-//! with an hourly → daily period window fed by a backfill; ad-hoc submissions through the API and
+//! fed every 5 s for the whole run (a per-minute period window, then a join); ad-hoc submissions through the API and
 //! through raw AMQP (with ids), and kills. Every command appends a `start` and an `end` line to the
 //! side-effect log: `start|end TASK ATTEMPT JOB EPOCH_NS`.
 
@@ -28,10 +28,10 @@ use crate::Rng;
 pub const CHAOS_GROUP: &str = "chaos";
 /// The non-concurrent jobs.
 pub const ONE_AT_A_TIME: [&str; 2] = ["nc-0", "nc-1"];
-/// The downstream jobs of the diamond, and the days the backfill covers.
-pub const DIAMOND: [&str; 3] = ["daily-b", "daily-c", "daily-d"];
-/// The backfill's days.
-pub const DAYS: [&str; 2] = ["2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"];
+/// The job that feeds the diamond, every 5 s.
+pub const FEED: &str = "feed";
+/// The downstream jobs of the diamond (per minute): two on the feed, and the join of those two.
+pub const DIAMOND: [&str; 3] = ["fold-b", "fold-c", "fold-d"];
 /// How many poison messages the run sends on purpose.
 pub const POISON: i64 = 2;
 
@@ -72,14 +72,14 @@ async fn job(store: &Store, name: &str, spec: serde_json::Value, setup: NewJob) 
     Ok(())
 }
 
-/// Creates the jobs, calendar, triggers, dependencies and backfill. Returns how many periodic
-/// triggers there are.
+/// Creates the jobs, calendar, triggers and dependencies; the diamond is fed for `minutes`.
+/// Returns how many periodic triggers there are, and when the diamond's feed ends.
 pub async fn set_up(
     store: &Store,
-    topology: &Topology,
     log: &Path,
     rng: &mut Rng,
-) -> Result<usize> {
+    minutes: f64,
+) -> Result<(usize, jiff::Timestamp)> {
     calendars::create(
         store,
         NamedCalendar {
@@ -186,18 +186,22 @@ pub async fn set_up(
         .await?;
         count += 1;
     }
-    set_up_diamond(store, topology, log).await?;
-    Ok(count)
+    let feed_ends = set_up_diamond(store, log, minutes).await?;
+    Ok((count, feed_ends))
 }
 
-/// hourly → daily-b, daily-c (period window) → daily-d, fed by a two-day backfill of `hourly`.
-async fn set_up_diamond(store: &Store, topology: &Topology, log: &Path) -> Result<()> {
+/// feed (every 5 s) → fold-b, fold-c (each minute's feeds: a period window) → fold-d (the join),
+/// from the next whole minute for as many whole minutes as the run has faults. Returns when the
+/// feed ends: faults go on until then, so every minute it feeds meets them.
+async fn set_up_diamond(store: &Store, log: &Path, minutes: f64) -> Result<jiff::Timestamp> {
+    // The diamond's jobs run again when lost with their worker: it checks dependencies, not the
+    // lost attempts' policy (which the other jobs cover).
     job(
         store,
-        "hourly",
-        shell(log, "hourly", 0, "true"),
+        FEED,
+        shell(log, FEED, 0, "true"),
         NewJob {
-            data_time_period: Some("hour".into()),
+            requests_recovery: Some(true),
             ..NewJob::default()
         },
     )
@@ -208,7 +212,8 @@ async fn set_up_diamond(store: &Store, topology: &Topology, log: &Path) -> Resul
             name,
             shell(log, name, 0, "true"),
             NewJob {
-                data_time_period: Some("day".into()),
+                data_time_period: Some("minute".into()),
+                requests_recovery: Some(true),
                 ..NewJob::default()
             },
         )
@@ -229,24 +234,23 @@ async fn set_up_diamond(store: &Store, topology: &Topology, log: &Path) -> Resul
         .await
         .with_context(|| format!("{job} depends on {upstream}"))
     };
-    depend("daily-b", "hourly", Window::Period).await?;
-    depend("daily-c", "hourly", Window::Period).await?;
-    depend("daily-d", "daily-b", Window::Same).await?;
-    depend("daily-d", "daily-c", Window::Same).await?;
-    // Its trigger only says which hours exist; its group is paused so it never fires live.
-    sqlx::query("INSERT INTO paused_trigger_groups (group_name) VALUES ('deps')")
-        .execute(store.pool())
-        .await?;
+    depend(DIAMOND[0], FEED, Window::Period).await?;
+    depend(DIAMOND[1], FEED, Window::Period).await?;
+    depend(DIAMOND[2], DIAMOND[0], Window::Same).await?;
+    depend(DIAMOND[2], DIAMOND[1], Window::Same).await?;
+    let now = jiff::Timestamp::now().as_second();
+    let start = jiff::Timestamp::from_second((now / 60 + 1) * 60)?;
+    let end = start + jiff::SignedDuration::from_mins((minutes.floor() as i64).max(1));
     triggers::create(
         store,
         NewTrigger {
-            group: Some("deps".into()),
-            name: "hourly".into(),
+            group: Some("feed".into()),
+            name: FEED.into(),
             job_group: None,
-            job: "hourly".into(),
-            schedule: serde_json::from_value(
-                json!({"kind": "cron", "cron": "0 0 * * * ?", "start_time": "2025-12-31T00:00:00Z"}),
-            )?,
+            job: FEED.into(),
+            schedule: serde_json::from_value(json!({
+                "kind": "cron", "cron": "*/5 * * * * ?", "start_time": start, "end_time": end
+            }))?,
             calendar: None,
             misfire_policy: None,
             priority: None,
@@ -255,20 +259,7 @@ async fn set_up_diamond(store: &Store, topology: &Topology, log: &Path) -> Resul
         },
     )
     .await?;
-    chime_core::store::backfills::create(
-        store,
-        topology,
-        "default",
-        "hourly",
-        chime_core::store::backfills::NewBackfill {
-            from: DAYS[0].parse()?,
-            to: "2026-01-02T23:00:00Z".parse()?,
-            with_downstream: false,
-            parallelism: Some(4),
-        },
-    )
-    .await?;
-    Ok(())
+    Ok(end)
 }
 
 /// What the ad-hoc and kill loops did.
@@ -284,6 +275,7 @@ pub struct Activity {
 /// task now and then; until `stop`.
 pub async fn ad_hoc(
     api_url: String,
+    amqp_url: String,
     topology: Topology,
     store: Store,
     log: std::path::PathBuf,
@@ -291,11 +283,8 @@ pub async fn ad_hoc(
     stop: CancellationToken,
 ) -> Result<()> {
     let http = chime_tests::http();
-    let conn = lapin::Connection::connect(
-        &chime_tests::server_urls().1,
-        lapin::ConnectionProperties::default(),
-    )
-    .await?;
+    let conn =
+        lapin::Connection::connect(&amqp_url, lapin::ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
     channel
         .confirm_select(ConfirmSelectOptions::default())

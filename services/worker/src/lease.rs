@@ -1,0 +1,113 @@
+//! The worker's lease, as the worker counts it on its own clock.
+//!
+//! The database ends a lease [`workers::LEASE`] after the heartbeat that renewed it; the worker
+//! counts from before it sent that heartbeat, so its count always ends first. Three deadlines
+//! follow from one renewal, earliest first:
+//!
+//! ```text
+//!   sent ─────────────────────────────────────────────▶ sent + LEASE (the database's end, at least)
+//!          worker stops its attempts ▲      guard kills ▲   ◀─ GUARD_MARGIN ─▶
+//!                      (SELF_MARGIN before the guard)
+//! ```
+//!
+//! The worker stops its attempts itself first (they end as lost, not failed) and starts none
+//! while the lease is not held; its guard ([`crate::executor::guard`]) kills whatever is left if
+//! the worker cannot act. When the database server itself refuses the worker, the lease holds
+//! for [`workers::RESTART_GRACE`] from the refusal instead (see `workers.rs`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use chime_core::store::workers;
+
+use crate::executor::guard::boot_clock_ns;
+use crate::executor::sandbox::Sandbox;
+
+/// How long before its guard the worker stops its attempts itself.
+const SELF_MARGIN: Duration = Duration::from_millis(300);
+
+/// The lease one worker holds.
+#[derive(Debug)]
+pub struct Lease {
+    /// When the guard kills (boot-clock nanoseconds): the lease's end less the guard's margin.
+    guard_deadline: AtomicI64,
+    /// Counts the times the worker found its lease run out: an attempt that started under an
+    /// earlier count has lost it.
+    lapses: AtomicU64,
+    sandbox: Arc<Sandbox>,
+}
+
+fn nanos(duration: Duration) -> i64 {
+    i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX)
+}
+
+impl Lease {
+    /// A lease not yet held; `sandbox` holds the guard to tell.
+    pub fn new(sandbox: Arc<Sandbox>) -> Self {
+        Self {
+            guard_deadline: AtomicI64::new(i64::MIN),
+            lapses: AtomicU64::new(0),
+            sandbox,
+        }
+    }
+
+    /// Now, on the clock the lease is counted on.
+    pub fn now() -> i64 {
+        boot_clock_ns()
+    }
+
+    /// Whether the worker holds its lease now: it may start and run attempts.
+    pub fn held(&self) -> bool {
+        Self::now() < self.self_deadline()
+    }
+
+    /// How long the lease is held from now (zero if it is not).
+    pub fn remaining(&self) -> Duration {
+        let left = self.self_deadline().saturating_sub(Self::now());
+        Duration::from_nanos(u64::try_from(left).unwrap_or(0))
+    }
+
+    /// A heartbeat sent at `sent_at` renewed the lease (or the registration made it).
+    pub fn renewed(&self, sent_at: i64) {
+        self.extend_to(sent_at + nanos(workers::LEASE) - nanos(workers::GUARD_MARGIN));
+    }
+
+    /// The database server refused a connection asked for at `asked_at`: nobody can declare the
+    /// worker dead until it is back and its restart grace has passed. Holds the lease until
+    /// then, if it was held when the refusal was asked for.
+    pub fn server_down(&self, asked_at: i64) {
+        if asked_at < self.self_deadline() {
+            self.extend_to(asked_at + nanos(workers::RESTART_GRACE) - nanos(workers::GUARD_MARGIN));
+        }
+    }
+
+    /// When the worker stops its attempts itself.
+    fn self_deadline(&self) -> i64 {
+        self.guard_deadline
+            .load(Ordering::Acquire)
+            .saturating_sub(nanos(SELF_MARGIN))
+    }
+
+    fn extend_to(&self, deadline: i64) {
+        let before = self.guard_deadline.fetch_max(deadline, Ordering::AcqRel);
+        if deadline > before {
+            self.sandbox.lease_ends(deadline);
+        }
+    }
+
+    /// Records that the worker found its lease run out.
+    pub fn lapsed(&self) {
+        self.lapses.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The count an attempt starting now keeps, to ask [`Lease::lost_since`] later.
+    pub fn mark(&self) -> u64 {
+        self.lapses.load(Ordering::Acquire)
+    }
+
+    /// Whether the lease ran out since `mark`, or is not held now.
+    pub fn lost_since(&self, mark: u64) -> bool {
+        self.lapses.load(Ordering::Acquire) != mark || !self.held()
+    }
+}

@@ -1,0 +1,340 @@
+//! Frozen processes (SIGSTOP: a stalled runtime, a VM pause) and recovery right after a start:
+//! a frozen worker whose database sessions end never runs an attempt beside its re-run; a
+//! scheduler frozen inside its firing transaction holds no trigger hostage; a worker killed just
+//! after the only scheduler started is recovered without the restart grace.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use chime_cli::commands::services::Services;
+use chime_core::model::{AttemptOutcome, TaskStatus};
+use chime_tests::{TestEnv, eventually};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use uuid::Uuid;
+
+fn signal(child: &tokio::process::Child, signal: Signal) -> Result<()> {
+    let pid = child.id().context("the process has exited")?;
+    kill(Pid::from_raw(i32::try_from(pid)?), signal)?;
+    Ok(())
+}
+
+async fn online_workers(env: &TestEnv, n: i64) -> Result<()> {
+    eventually(&format!("{n} workers online"), || async {
+        let online: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM workers WHERE status = 'online'")
+                .fetch_one(env.store.pool())
+                .await?;
+        Ok(online >= n)
+    })
+    .await
+}
+
+/// Ends every database session of the process `pid` (a network blip, a database that dropped it).
+async fn terminate_sessions(env: &TestEnv, pid: u32) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                               WHERE application_name = $1) t",
+    )
+    .bind(format!("chime[{pid}]"))
+    .fetch_one(env.store.pool())
+    .await?)
+}
+
+/// Nanoseconds since the epoch, as `date +%s%N` writes them.
+fn now_ns() -> i128 {
+    jiff::Timestamp::now().as_nanosecond()
+}
+
+/// The scenario that ran two attempts at once: a worker running 5 `requests_recovery` tasks is
+/// frozen for 20 s and its database sessions are ended during the freeze. Its attempts run again
+/// on a standby worker while it is still frozen, and no line of attempt 1 (its commands write one
+/// every 100 ms) comes after attempt 2 started: its guard killed them first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_worker_whose_sessions_end_never_runs_an_attempt_beside_its_rerun() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services {
+        api: true,
+        worker: false,
+        scheduler: true,
+        dependency: false,
+    })
+    .await?;
+    let mut frozen = env.spawn_chime(&["worker", "--concurrency", "5"])?;
+    online_workers(&env, 1).await?;
+    let dir = chime_tests::scratch_dir("frozen-worker")?;
+    let log = dir.join("log");
+    let script = format!(
+        r#"echo "$CHIME_TASK_ID $CHIME_ATTEMPT start $(date +%s%N)" >> {log}
+n=10; [ "$CHIME_ATTEMPT" = 1 ] && n=300
+i=0; while [ $i -lt $n ]; do echo "$CHIME_TASK_ID $CHIME_ATTEMPT tick $(date +%s%N)" >> {log}; sleep 0.1; i=$((i + 1)); done"#,
+        log = log.display()
+    );
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(
+            env.submit(&[
+                "--kind",
+                "shell",
+                "--requests-recovery",
+                "--script",
+                &script,
+            ])
+            .await?,
+        );
+    }
+    let lines = || -> Vec<(Uuid, i32, String, i128)> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.split(' ');
+                Some((
+                    parts.next()?.parse().ok()?,
+                    parts.next()?.parse().ok()?,
+                    parts.next()?.to_string(),
+                    parts.next()?.parse().ok()?,
+                ))
+            })
+            .collect()
+    };
+    eventually("attempt 1 of every task to run", || async {
+        let started = lines()
+            .iter()
+            .filter(|(_, attempt, what, _)| *attempt == 1 && what == "start")
+            .count();
+        Ok(started == ids.len())
+    })
+    .await?;
+    let _standby = env.spawn_chime(&["worker", "--concurrency", "5"])?;
+    online_workers(&env, 2).await?;
+
+    let pid = frozen.id().context("the worker runs")?;
+    signal(&frozen, Signal::SIGSTOP)?;
+    let frozen_at = now_ns();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ended = terminate_sessions(&env, pid).await?;
+    anyhow::ensure!(ended > 0, "the frozen worker had database sessions");
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let thawed_at = now_ns();
+    signal(&frozen, Signal::SIGCONT)?;
+
+    for id in &ids {
+        let task = env.wait_terminal(*id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+        assert_eq!(task.attempt, 2, "{task:?}");
+        assert_eq!(task.attempts[0].outcome, Some(AttemptOutcome::Lost));
+    }
+    let lines = lines();
+    for id in &ids {
+        let of = |attempt: i32| lines.iter().filter(move |l| l.0 == *id && l.1 == attempt);
+        let last_of_first = of(1).map(|l| l.3).max().context("attempt 1 wrote")?;
+        let second_start = of(2)
+            .filter(|l| l.2 == "start")
+            .map(|l| l.3)
+            .min()
+            .context("attempt 2 started")?;
+        assert!(
+            last_of_first < second_start,
+            "task {id}: attempt 1 wrote {} ms after attempt 2 started",
+            (last_of_first - second_start) / 1_000_000
+        );
+        assert!(
+            second_start < thawed_at,
+            "task {id}: attempt 2 started {} ms after the freeze, when the worker had thawed",
+            (second_start - frozen_at) / 1_000_000
+        );
+        let starts = lines
+            .iter()
+            .filter(|l| l.0 == *id && l.2 == "start")
+            .count();
+        assert_eq!(starts, 2, "task {id}: one start per attempt in the log");
+    }
+    // The thawed worker lives on and renews its lease.
+    signal(&frozen, Signal::SIGTERM)?;
+    frozen.wait().await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup().await
+}
+
+/// A worker killed with -9 5 s after the only scheduler started is recovered as promptly as in a
+/// cluster that has run for long: a new scheduler waits out no start-up grace of its own (only a
+/// database that restarted makes it wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_just_after_the_scheduler_started_is_recovered_promptly() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    // The victim alone first, so that it runs every task; the standby joins once they run.
+    let mut victim = env.spawn_chime(&["worker", "--concurrency", "3"])?;
+    online_workers(&env, 1).await?;
+    let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let task = chime_core::store::task_lifecycle::submit(
+            &env.store,
+            &topology,
+            chime_core::model::NewTask {
+                kind: "shell".into(),
+                spec: serde_json::json!({
+                    "command": r#"if [ "$CHIME_ATTEMPT" = 1 ]; then sleep 600; fi"#
+                }),
+                requests_recovery: Some(true),
+                ..chime_core::model::NewTask::default()
+            },
+        )
+        .await?;
+        ids.push(task.id);
+    }
+    eventually("every task to run", || async {
+        let running: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM tasks WHERE status = 'running'")
+                .fetch_one(env.store.pool())
+                .await?;
+        Ok(running == 3)
+    })
+    .await?;
+    let _standby = env.spawn_chime(&["worker", "--concurrency", "3"])?;
+    online_workers(&env, 2).await?;
+    let on_victim = ids;
+    env.start(Services {
+        api: false,
+        worker: false,
+        scheduler: true,
+        dependency: false,
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    signal(&victim, Signal::SIGKILL)?;
+    victim.wait().await?;
+    let killed_at = std::time::Instant::now();
+    for id in &on_victim {
+        eventually("the re-run to start", || async {
+            Ok(env.task(*id).await?.attempt >= 2)
+        })
+        .await?;
+    }
+    // Well under the 20 s the restart grace would have added; `chime bench recovery --fresh`
+    // measures it.
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(12),
+        "the re-runs started {:?} after the kill",
+        killed_at.elapsed()
+    );
+    env.cleanup().await
+}
+
+/// A scheduler frozen for 90 s inside its firing transaction (after locking a trigger, before
+/// committing) loses no fire of that trigger: the server ends its idle transaction, which frees
+/// the trigger for the healthy instance, and no fire is skipped as a misfire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_frozen_inside_its_firing_transaction_loses_no_fire() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.noop_job("often", true, 0).await?;
+    chime_core::store::triggers::create(
+        &env.store,
+        chime_core::store::triggers::NewTrigger {
+            group: None,
+            name: "every-second".into(),
+            job_group: None,
+            job: "often".into(),
+            schedule: chime_core::schedule::ScheduleSpec::Cron {
+                cron: "* * * * * ?".into(),
+                time_zone: None,
+                start_time: None,
+                end_time: None,
+            },
+            calendar: None,
+            misfire_policy: None,
+            priority: None,
+            description: None,
+            data: serde_json::Value::Null,
+        },
+    )
+    .await?;
+    env.start(Services {
+        api: false,
+        worker: true,
+        scheduler: false,
+        dependency: false,
+    })
+    .await?;
+    let mut frozen = env.spawn_chime(&["scheduler"])?;
+    let fires = || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM fired_triggers")
+            .fetch_one(env.store.pool())
+            .await?;
+        anyhow::Ok(n)
+    };
+    eventually("the scheduler to fire", || async {
+        Ok(fires().await? >= 2)
+    })
+    .await?;
+    // Hold every insert of a fire until the scheduler waits inside its transaction, with the
+    // trigger's row locked; freeze it there; let the insert through.
+    let mut blocker = env.store.pool().begin().await?;
+    sqlx::query("LOCK TABLE fired_triggers IN EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await?;
+    let name = format!("chime[{}]", frozen.id().context("the scheduler runs")?);
+    eventually(
+        "the scheduler to wait inside its firing transaction",
+        || async {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+             WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            )
+            .bind(&name)
+            .fetch_one(env.store.pool())
+            .await?;
+            Ok(waiting > 0)
+        },
+    )
+    .await?;
+    signal(&frozen, Signal::SIGSTOP)?;
+    let frozen_at = jiff::Timestamp::now();
+    blocker.commit().await?;
+    let _healthy = env.spawn_chime(&["scheduler"])?;
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    signal(&frozen, Signal::SIGCONT)?;
+    let thawed_at = jiff::Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let rows: Vec<(jiff_sqlx::Timestamp, jiff_sqlx::Timestamp)> = sqlx::query_as(
+        "SELECT sched_time, fired_time FROM fired_triggers
+         WHERE sched_time BETWEEN $1 AND $2 ORDER BY sched_time",
+    )
+    .bind(jiff_sqlx::Timestamp::from(frozen_at))
+    .bind(jiff_sqlx::Timestamp::from(thawed_at))
+    .fetch_all(env.store.pool())
+    .await?;
+    let fired: BTreeMap<i64, i64> = rows
+        .iter()
+        .map(|(sched, fired)| {
+            let sched = sched.to_jiff();
+            (
+                sched.as_second(),
+                (fired.to_jiff() - sched)
+                    .total(jiff::Unit::Millisecond)
+                    .unwrap_or(0.0) as i64,
+            )
+        })
+        .collect();
+    let first = frozen_at.as_second() + 1;
+    let last = thawed_at.as_second();
+    let missing: Vec<i64> = (first..=last).filter(|s| !fired.contains_key(s)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} fires during the freeze are missing (first missing {:?} s after it began)",
+        missing.len(),
+        last - first + 1,
+        missing.first().map(|s| s - frozen_at.as_second())
+    );
+    let latest = fired.values().max().copied().unwrap_or(0);
+    assert!(
+        latest < 60_000,
+        "a fire came {latest} ms late: past the misfire threshold"
+    );
+    signal(&frozen, Signal::SIGTERM)?;
+    frozen.wait().await?;
+    env.cleanup().await
+}
