@@ -7,6 +7,7 @@
 //!     │
 //!   start_attempt (ready → running for this exact attempt, if the row records what the message
 //!     │            says) ──nothing moved──▶ the row differs: dead-letter, attempt untouched
+//!     │                                     still ready (refused: the lease): requeue
 //!     │                                     duplicate, stale or killed: ack, drop (a redelivery
 //!     │                                     whose worker disconnected recovers that worker's
 //!     │                                     attempt first)
@@ -59,8 +60,14 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             // Shutting down before it started: give it back to the queue.
             return requeue(&delivery).await;
         };
+        // Started only under the lease (the database refuses a start without it, too).
+        tokio::select! {
+            biased;
+            _ = worker.draining.cancelled() => return requeue(&delivery).await,
+            _ = worker.lease.wait_held() => {}
+        }
         let key = (message.task_id, message.attempt);
-        let Some((kill, abandon)) = worker.hold(key) else {
+        let Some((kill, abandon, lease_mark)) = worker.hold(key) else {
             debug!("this worker holds the attempt already (a duplicate delivery); dropping");
             metrics::counter!("chime_worker_duplicates_total").increment(1);
             ack(&delivery).await;
@@ -112,7 +119,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             abandon,
             kill,
             worker.executors.output_tail(),
-            worker.lease.clone(),
+            (worker.lease.clone(), lease_mark),
         );
         // Aborted when this attempt's handling ends, however it ends.
         let follower = AbortOnDrop(tokio::spawn(follow_output(
@@ -241,6 +248,18 @@ async fn not_started(
                     warn!(%error, "cannot publish the attempt's message again");
                 }
                 return reject_poison(worker, channel, queue, delivery, &reason).await;
+            }
+            None if status == TaskStatus::Ready => {
+                // Still ready at this attempt: the database refused this worker the start (its
+                // lease ran out meanwhile, or it was declared dead and has not renewed yet). Back
+                // to the queue, after a pause that keeps a worker in that state from spending the
+                // message's deliveries.
+                info!("the start was refused (the worker's lease is not held); requeueing");
+                tokio::select! {
+                    _ = worker.draining.cancelled() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                return requeue(&delivery).await;
             }
             None => {
                 metrics::counter!("chime_worker_duplicates_total").increment(1);

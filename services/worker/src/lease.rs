@@ -68,17 +68,30 @@ impl Lease {
         Duration::from_nanos(u64::try_from(left).unwrap_or(0))
     }
 
-    /// A heartbeat sent at `sent_at` renewed the lease (or the registration made it).
+    /// A heartbeat sent at `sent_at` renewed the lease (or the registration made it). A renewal
+    /// of a lease that had run out counts as a lapse: an attempt taken hold of before it, even
+    /// one whose start committed while the lease was out, may have been recovered meanwhile.
     pub fn renewed(&self, sent_at: i64) {
+        if !self.held() {
+            self.lapsed();
+        }
         self.extend_to(sent_at + nanos(workers::LEASE) - nanos(workers::GUARD_MARGIN));
     }
 
     /// The database server refused a connection asked for at `asked_at`: nobody can declare the
     /// worker dead until it is back and its restart grace has passed. Holds the lease until
-    /// then, if it was held when the refusal was asked for.
+    /// then, if it is still held now that the refusal came (a refusal that arrives after the
+    /// lease ran out proves nothing about the time before it).
     pub fn server_down(&self, asked_at: i64) {
-        if asked_at < self.self_deadline() {
+        if self.held() {
             self.extend_to(asked_at + nanos(workers::RESTART_GRACE) - nanos(workers::GUARD_MARGIN));
+        }
+    }
+
+    /// Waits until the lease is held (at once if it is): an attempt is started only under it.
+    pub async fn wait_held(&self) {
+        while !self.held() {
+            tokio::time::sleep(workers::HEARTBEAT_INTERVAL / 5).await;
         }
     }
 

@@ -135,8 +135,10 @@ impl Worker {
 
     /// Takes hold of an attempt before asking to start it; None if this worker holds it already
     /// (a duplicate delivery: the first one runs it). Returns the tokens that kill it and that
-    /// abandon it.
-    fn hold(&self, key: AttemptKey) -> Option<(CancellationToken, CancellationToken)> {
+    /// abandon it, and the lease's count now: a lapse from here on, even one the worker noticed
+    /// while the start was being committed, loses the attempt.
+    fn hold(&self, key: AttemptKey) -> Option<(CancellationToken, CancellationToken, u64)> {
+        let mark = self.lease.mark();
         let mut held = self.held.lock().ok()?;
         if let Some(holder) = held.get_mut(&key) {
             holder.shadowed |= holder.phase == Phase::Starting;
@@ -153,7 +155,7 @@ impl Worker {
                 shadowed: false,
             },
         );
-        Some((kill, abandon))
+        Some((kill, abandon, mark))
     }
 
     /// Abandons running attempts — `only` these, or all of them — (self-fencing); returns how
@@ -447,6 +449,24 @@ pub async fn run(
     Ok(())
 }
 
+/// Once per lapse of the lease, as soon as the worker sees it: abandons every running attempt
+/// (they end lost; the guard kills what is left at its own deadline).
+fn fence_if_lapsed(worker: &Worker, fenced: &mut bool) {
+    if worker.lease.held() || *fenced {
+        return;
+    }
+    *fenced = true;
+    worker.lease.lapsed();
+    let abandoned = worker.abandon(None);
+    if abandoned > 0 {
+        warn!(
+            abandoned,
+            "the lease ran out unrenewed; abandoning running attempts before anyone can recover them"
+        );
+    }
+    metrics::counter!("chime_worker_self_fenced_total").increment(abandoned as u64);
+}
+
 /// How long opening the liveness session may take before it is tried again.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -473,27 +493,20 @@ async fn liveness_loop(
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            if !worker.lease.held() && !fenced {
-                fenced = true;
-                worker.lease.lapsed();
-                let abandoned = worker.abandon(None);
-                if abandoned > 0 {
-                    warn!(abandoned, "the lease ran out unrenewed; abandoning running attempts before anyone can recover them");
-                }
-                metrics::counter!("chime_worker_self_fenced_total").increment(abandoned as u64);
-            }
+            fence_if_lapsed(&worker, &mut fenced);
             // Never waiting past the lease on one answer (at least one heartbeat's time, so a
-            // worker without a lease still gets to renew it).
-            let patience = worker.lease.remaining().max(workers::HEARTBEAT_INTERVAL);
+            // worker without a lease still gets to renew it); counted again before each wait.
+            let patience = || worker.lease.remaining().max(workers::HEARTBEAT_INTERVAL);
             let live = match session.as_mut() {
                 Some(live) => live,
                 None => {
                     let asked_at = lease::Lease::now();
                     let opened = tokio::time::timeout(
-                        if fenced { HEARTBEAT_TIMEOUT } else { patience },
+                        if fenced { HEARTBEAT_TIMEOUT } else { patience() },
                         workers::LivenessSession::open(&worker.store),
                     )
                     .await;
+                    fence_if_lapsed(&worker, &mut fenced);
                     match opened {
                         Ok(Ok(opened)) => {
                             info!("liveness session open again");
@@ -523,10 +536,13 @@ async fn liveness_loop(
             };
             let sent_at = lease::Lease::now();
             let beat = tokio::time::timeout(
-                patience,
+                patience(),
                 live.heartbeat(worker.identity.id, status, &running, &all),
             )
             .await;
+            // A lease that ran out while the heartbeat was under way is fenced before the
+            // renewal: what ran under it is abandoned, whatever the renewal says.
+            fence_if_lapsed(&worker, &mut fenced);
             let beat = match beat {
                 Ok(Ok(beat)) => beat,
                 Ok(Err(error)) => {

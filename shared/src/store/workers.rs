@@ -21,8 +21,8 @@
 //! them at [`GUARD_MARGIN`] before the lease ends, frozen worker or not.
 //!
 //! One exception keeps a database restart from killing every running task: when the server
-//! itself refuses the worker (the connection is refused, or it says it is starting up or shutting
-//! down), nobody can recover anyone, and recovery waits [`RESTART_GRACE`] after the server is back
+//! itself refuses the worker (the connection is refused, or it says it is starting up or
+//! recovering), nobody can recover anyone, and recovery waits [`RESTART_GRACE`] after the server is back
 //! (`pg_postmaster_start_time()`, and the `crash_marker` table a crash recovery empties). The
 //! worker's lease then counts as held for [`RESTART_GRACE`] from that refusal, if it was still
 //! held when the refusal came; it renews it as soon as the server answers again.
@@ -232,8 +232,9 @@ impl LivenessSession {
     }
 
     /// Whether a failure to open the session proves the server is down for everyone: the
-    /// connection was refused (nothing listens on its port), or the server said it cannot take
-    /// connections now (SQLSTATE 57P03: starting up, shutting down, recovering). Then nobody can
+    /// connection was refused (nothing listens on its port), or the server said it is starting
+    /// up or recovering (SQLSTATE 57P03). Not "shutting down": during a smart or fast shutdown
+    /// the sessions already open (recovery's among them) go on a while. Then nobody can
     /// declare the worker dead until the server is back and [`RESTART_GRACE`] has passed, and its
     /// lease holds meanwhile. A timeout proves nothing (a partition looks the same): the lease
     /// runs out. A refusal from a proxy whose database is up for others would break this: put
@@ -244,10 +245,15 @@ impl LivenessSession {
         };
         match source {
             sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
-            other => other
-                .as_database_error()
-                .and_then(|e| e.code())
-                .is_some_and(|code| code == "57P03"),
+            other => other.as_database_error().is_some_and(|e| {
+                // Read in English, the server's default: a translated message counts as not
+                // down, which only lets the lease run out.
+                let message = e.message();
+                e.code().is_some_and(|code| code == "57P03")
+                    && (message.contains("starting up")
+                        || message.contains("recovery")
+                        || message.contains("not yet accepting"))
+            }),
         }
     }
 

@@ -123,6 +123,7 @@ struct Plan {
     /// `<cgroups>/cgroup.kill`.
     kill_file: Option<CString>,
     sh: CString,
+    dev_null: CString,
     /// Backing storage of the argument vectors.
     _strings: Vec<CString>,
     cleanup_argv: Vec<*const c_char>,
@@ -157,6 +158,7 @@ impl Plan {
             read,
             kill_file,
             sh: cstring(b"/bin/sh")?,
+            dev_null: cstring(b"/dev/null")?,
             _strings: strings,
             cleanup_argv,
             kill_groups_argv,
@@ -194,7 +196,22 @@ impl Plan {
             // Nothing of the worker's stays open here but the pipe: a socket of the worker held
             // by its guard would outlive the worker.
             close_all_but(fd);
+            // Nor its standard streams: a pipe the worker writes its log to (a terminal's
+            // pager, a supervisor, a test harness) must close when the worker exits.
+            let null = libc::open(self.dev_null.as_ptr(), libc::O_RDWR);
+            if null >= 0 {
+                for standard in 0..3 {
+                    libc::dup2(null, standard);
+                }
+                if null > 2 {
+                    libc::close(null);
+                }
+            }
+            // The deadline is waited for on the boot clock itself (poll's own timeout counts on
+            // the monotonic clock, which stops during a suspend): an absolute timer.
+            let timer = libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC);
             let mut deadline = NO_DEADLINE;
+            let mut armed = NO_DEADLINE;
             let mut last_kill = i64::MIN;
             let mut buffer = [0u8; 512];
             loop {
@@ -212,17 +229,35 @@ impl Plan {
                     REKILL_EVERY_NS / 1_000_000
                 } else if deadline == NO_DEADLINE {
                     -1
+                } else if timer >= 0 {
+                    if armed != deadline {
+                        arm(timer, deadline);
+                        armed = deadline;
+                    }
+                    -1
                 } else {
-                    // Rounded up: waking early only loops.
+                    // No timer (never on a kernel chime runs on): poll's own timeout, rounded
+                    // up, since waking early only loops.
                     ((deadline - now + 999_999) / 1_000_000).min(i64::from(i32::MAX))
                 };
-                let mut poll = libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                let ready = libc::poll(&mut poll, 1, wait_ms as libc::c_int);
-                if ready <= 0 {
+                let mut polled = [
+                    libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                    libc::pollfd {
+                        fd: timer,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                ];
+                let ready = libc::poll(polled.as_mut_ptr(), 2, wait_ms as libc::c_int);
+                if polled[1].revents != 0 {
+                    let mut expirations = [0u8; 8];
+                    libc::read(timer, expirations.as_mut_ptr().cast(), 8);
+                }
+                if ready <= 0 || polled[0].revents == 0 {
                     continue;
                 }
                 let n = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
@@ -294,6 +329,23 @@ impl Plan {
             }
         }
     }
+}
+
+/// Arms `timer` to expire at `deadline` on the boot clock (nanoseconds).
+///
+/// SAFETY: async-signal-safe calls only.
+unsafe fn arm(timer: RawFd, deadline: i64) {
+    let at = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: deadline / 1_000_000_000,
+            tv_nsec: deadline % 1_000_000_000,
+        },
+    };
+    unsafe { libc::timerfd_settime(timer, libc::TFD_TIMER_ABSTIME, &at, std::ptr::null_mut()) };
 }
 
 /// Closes every descriptor but the standard three and `keep`.

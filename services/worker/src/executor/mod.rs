@@ -60,26 +60,26 @@ pub enum Interruption {
 }
 
 impl Attempt {
-    /// An attempt of `message` that prints into `output`, run under `lease`.
+    /// An attempt of `message` that prints into `output`, run under `lease` as it was counted
+    /// when the worker took hold of the attempt ([`Lease::mark`]).
     pub fn new(
         message: TaskMessage,
         shutdown: CancellationToken,
         kill: CancellationToken,
         output: OutputTail,
-        lease: Arc<Lease>,
+        lease: (Arc<Lease>, u64),
     ) -> Self {
         let timeout = message
             .timeout_ms
             .and_then(|ms| u64::try_from(ms).ok())
             .map(Duration::from_millis);
-        let mark = lease.mark();
         Self {
             message,
             shutdown,
             kill,
             timeout,
             output,
-            lease: (lease, mark),
+            lease,
         }
     }
 
