@@ -56,6 +56,12 @@ pub enum WorkerError {
     /// Its HTTP client could not be built.
     #[error("building the http executor's client: {0}")]
     HttpClient(#[source] reqwest::Error),
+    /// The guard that kills its tasks' processes if it dies or freezes could not start: running
+    /// commands without it could run a task twice at once.
+    #[error(
+        "starting the worker's guard (it kills this worker's tasks if the worker is killed or frozen): {0}"
+    )]
+    Guard(#[source] std::io::Error),
     /// Its tasks, running as another user, could reach the store or the broker without
     /// credentials.
     #[error("{0}")]
@@ -295,8 +301,7 @@ pub async fn run(
     if nix::unistd::geteuid().is_root() {
         refuse_an_open_store(node, &settings).await?;
     }
-    let executors = Executors::new(&settings, node.settings.executors.clone())
-        .map_err(WorkerError::HttpClient)?;
+    let executors = Executors::new(&settings, node.settings.executors.clone())?;
     let kinds = executors.kinds();
     let lease = Arc::new(lease::Lease::new(executors.sandbox()));
     let registering = lease::Lease::now();
@@ -487,6 +492,7 @@ async fn liveness_loop(
     let mut session: Option<workers::LivenessSession> = Some(first);
     let mut suspects: HashSet<AttemptKey> = HashSet::new();
     let mut fenced = false;
+    let mut releasing: Option<tokio::task::JoinHandle<()>> = None;
     async {
         loop {
             tokio::select! {
@@ -579,24 +585,37 @@ async fn liveness_loop(
             let unheld: HashSet<AttemptKey> = beat.unheld.into_iter().collect();
             let orphans: Vec<AttemptKey> = unheld.intersection(&suspects).copied().collect();
             suspects = unheld;
-            if !orphans.is_empty() {
-                match task_lifecycle::release_attempts(
-                    &worker.store,
-                    worker.topology(),
-                    &worker.identity,
-                    &orphans,
-                    task_lifecycle::Release::NeverRan,
-                )
-                .await
-                {
-                    Ok(released) => {
-                        warn!(released, "released attempts started under this worker that it never ran");
-                        metrics::counter!("chime_worker_unheld_released_total")
-                            .increment(released as u64);
+            // Released on a task of its own, one batch at a time: a slow pool must not hold up
+            // the next renewal. Orphans left while a batch is under way are found again.
+            if !orphans.is_empty() && releasing.as_ref().is_none_or(|r| r.is_finished()) {
+                let worker = worker.clone();
+                releasing = Some(tokio::spawn(
+                    async move {
+                        match task_lifecycle::release_attempts(
+                            &worker.store,
+                            worker.topology(),
+                            &worker.identity,
+                            &orphans,
+                            task_lifecycle::Release::NeverRan,
+                        )
+                        .await
+                        {
+                            Ok(released) => {
+                                warn!(released, "released attempts started under this worker that it never ran");
+                                metrics::counter!("chime_worker_unheld_released_total")
+                                    .increment(released as u64);
+                            }
+                            Err(error) => {
+                                warn!(%error, "cannot release attempts this worker never ran")
+                            }
+                        }
                     }
-                    Err(error) => warn!(%error, "cannot release attempts this worker never ran"),
-                }
+                    .in_current_span(),
+                ));
             }
+        }
+        if let Some(releasing) = releasing {
+            let _ = releasing.await;
         }
         if let Some(live) = session {
             live.close().await;

@@ -920,9 +920,10 @@ pub enum Release {
 /// has expired by the database's clock (see `workers.rs`); such a worker is marked `offline`
 /// here. Its heartbeat, if it comes at that moment, waits for this transaction on the worker's
 /// row and then learns which attempts were taken; one that comes first renews the lease and
-/// the worker is not declared dead. For [`workers::RESTART_GRACE`] after the database restarted
-/// (`pg_postmaster_start_time()`) or recovered from a crash (the `crash_marker` table is empty,
-/// and is filled again here), nobody is declared dead: every lease ran out while it was away.
+/// the worker is not declared dead. For [`workers::RESTART_GRACE`] after recovery first saw the
+/// database up again, restarted (a new `pg_postmaster_start_time()`) or recovered from a crash
+/// (the `UNLOGGED` table `server_starts` came back empty), nobody is declared dead: every lease
+/// ran out while it was away.
 ///
 /// [`workers::RESTART_GRACE`]: super::workers::RESTART_GRACE
 pub async fn recover_lost_attempts(
@@ -992,19 +993,27 @@ pub async fn recover_lost_attempts(
     Ok(recovered)
 }
 
-/// Whether the database restarted or recovered from a crash less than
-/// [`workers::RESTART_GRACE`] ago (see [`recover_lost_attempts`]); fills the crash marker when a
-/// crash recovery emptied it, which starts the grace.
+/// Whether recovery first saw the database up, after a restart or a crash recovery, less than
+/// [`workers::RESTART_GRACE`] ago (see [`recover_lost_attempts`]); records the first sighting of
+/// a new server start, which begins the grace.
 ///
 /// [`workers::RESTART_GRACE`]: super::workers::RESTART_GRACE
 async fn store_restarted_recently(tx: &mut sqlx::PgConnection) -> Result<bool, StoreError> {
+    // Under the recovery lock: one caller at a time records a sighting.
     sqlx::query_scalar(
         r#"
-        WITH marker AS (SELECT max(filled_at) AS filled_at FROM crash_marker), filled AS (
-            INSERT INTO crash_marker (filled_at) SELECT now() FROM marker WHERE filled_at IS NULL
+        WITH seen AS (
+            SELECT first_seen_at FROM server_starts
+            WHERE postmaster_started_at = pg_postmaster_start_time()
+        ), forgotten AS (
+            DELETE FROM server_starts
+            WHERE postmaster_started_at <> pg_postmaster_start_time()
+        ), recorded AS (
+            INSERT INTO server_starts (postmaster_started_at, first_seen_at)
+            SELECT pg_postmaster_start_time(), now() WHERE NOT EXISTS (SELECT FROM seen)
         )
-        SELECT now() < pg_postmaster_start_time() + make_interval(secs => $1)
-            OR coalesce((SELECT filled_at FROM marker), now()) > now() - make_interval(secs => $1)
+        SELECT coalesce((SELECT first_seen_at FROM seen), now())
+               > now() - make_interval(secs => $1)
         "#,
     )
     .bind(super::workers::RESTART_GRACE.as_secs_f64())

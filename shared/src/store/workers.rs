@@ -22,10 +22,13 @@
 //!
 //! One exception keeps a database restart from killing every running task: when the server
 //! itself refuses the worker (the connection is refused, or it says it is starting up or
-//! recovering), nobody can recover anyone, and recovery waits [`RESTART_GRACE`] after the server is back
-//! (`pg_postmaster_start_time()`, and the `crash_marker` table a crash recovery empties). The
-//! worker's lease then counts as held for [`RESTART_GRACE`] from that refusal, if it was still
-//! held when the refusal came; it renews it as soon as the server answers again.
+//! recovering), nobody can recover anyone, and recovery waits [`RESTART_GRACE`] from when it first
+//! sees the server back (a new `pg_postmaster_start_time()`, or the `UNLOGGED` table
+//! `server_starts` that a crash recovery empties). The worker's lease then counts as held for
+//! [`RESTART_GRACE`] from that refusal, if it was still held when the refusal came; it renews it
+//! as soon as the server answers again. Every refusal comes before the server is back, so the
+//! worker's grace ends before recovery's: counting recovery's from the postmaster's start instead
+//! would let a slow start (a long crash recovery) end it first.
 
 use std::time::Duration;
 

@@ -152,12 +152,14 @@ impl Executors {
     pub fn new(
         settings: &WorkerSettings,
         templates: BTreeMap<String, CommandTemplate>,
-    ) -> Result<Self, reqwest::Error> {
+    ) -> Result<Self, crate::WorkerError> {
         // ring is the one crypto provider linked in; a second install attempt is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .user_agent(concat!("chime-worker/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+            .build()
+            .map_err(crate::WorkerError::HttpClient)?;
+        let sandbox = sandbox::Sandbox::create().map_err(crate::WorkerError::Guard)?;
         Ok(Self {
             output_tail_bytes: settings.output_tail_bytes,
             templates,
@@ -167,7 +169,7 @@ impl Executors {
                 allowed: settings.execute_users.clone(),
             },
             env: TaskEnv::from_worker(&settings.pass_env),
-            sandbox: Arc::new(sandbox::Sandbox::create()),
+            sandbox: Arc::new(sandbox),
         })
     }
 

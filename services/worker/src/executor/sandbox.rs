@@ -48,15 +48,15 @@ pub struct Sandbox {
     cgroups: Option<PathBuf>,
     data_dir: PathBuf,
     /// The worker's end of the guard's pipe: dropped (closed) when the worker stops or dies.
-    guard: Option<Guard>,
+    guard: Guard,
 }
 
 impl Sandbox {
     /// Makes this worker's directories and starts its guard, after removing what dead workers
-    /// left. Never fails: without cgroups, attempts fall back to their process groups; without a
-    /// guard, a worker killed with `-9` leaves its attempts' processes to the next worker's
-    /// start-up sweep.
-    pub fn create() -> Self {
+    /// left. Without cgroups, attempts fall back to their process groups. Fails only if the
+    /// guard cannot start (no pipe or fork): a worker without one, killed with `-9` or frozen,
+    /// would leave its attempts running beside their re-runs, so it must not run any.
+    pub fn create() -> std::io::Result<Self> {
         let name = format!(
             "{PREFIX}{}-{}-{}",
             std::process::id(),
@@ -100,21 +100,26 @@ impl Sandbox {
         if let Err(error) = made {
             warn!(%error, dir = %data_dir.display(), "cannot make the worker's data directory");
         }
-        let guard = Guard::start(cgroups.as_deref(), &data_dir)
-            .inspect_err(|error| warn!(%error, "cannot start the worker's guard: a worker killed with -9 or frozen leaves its tasks' processes running"))
-            .ok();
-        Self {
+        let guard = match Guard::start(cgroups.as_deref(), &data_dir) {
+            Ok(guard) => guard,
+            Err(error) => {
+                if let Some(dir) = &cgroups {
+                    let _ = std::fs::remove_dir(dir);
+                }
+                let _ = std::fs::remove_dir_all(&data_dir);
+                return Err(error);
+            }
+        };
+        Ok(Self {
             cgroups,
             data_dir,
             guard,
-        }
+        })
     }
 
     /// Tells the guard when the worker's lease ends (boot-clock nanoseconds, its margin taken).
     pub fn lease_ends(&self, deadline: i64) {
-        if let Some(guard) = &self.guard
-            && let Err(error) = guard.deadline(deadline)
-        {
+        if let Err(error) = self.guard.deadline(deadline) {
             warn!(%error, "cannot tell the guard when the lease ends");
         }
     }
