@@ -404,12 +404,17 @@ async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>)
         );
         let by_process =
             pid.is_some_and(|pid| evidence.faults.process_faulted(pid as u32, from, to, 10));
-        let never_ran = error.as_deref().is_some_and(|e| e.contains("never ran"));
+        // A database that is away or slow explains a start the worker never heard answered,
+        // and a worker that let its attempts go when it could not renew its lease in time
+        // (interrupted); never a worker declared dead ("stopped responding").
+        let own_doing = error
+            .as_deref()
+            .is_some_and(|e| e.contains("never ran") || e.starts_with("interrupted"));
         let slack = SignedDuration::from_secs(10);
         let by_database = windows
             .iter()
             .any(|(f, t)| *f - slack <= to && from <= *t + slack);
-        if !(by_process || (never_ran && by_database)) {
+        if !(by_process || (own_doing && by_database)) {
             // What the ledger says about that process, to tell a checker's miss from a bug.
             let seen: Vec<String> = evidence
                 .faults
