@@ -234,7 +234,15 @@ pub async fn authorize(
     let needed = required_role(&method, &path);
     if !identity.has(needed) {
         if audited(&method, &path) {
-            let _ = audit::record(&state.store, &identity.name, method.as_str(), &path, 403).await;
+            let _ = audit::record(
+                &state.store,
+                &identity.name,
+                method.as_str(),
+                &path,
+                403,
+                None,
+            )
+            .await;
         }
         return ApiError::new(
             StatusCode::FORBIDDEN,
@@ -256,6 +264,9 @@ pub async fn authorize(
             method.as_str(),
             &path,
             response.status().as_u16(),
+            // What the handler said it changed (a creation names its object; an update, its
+            // settings before and after).
+            response.extensions().get::<audit::AuditDetail>(),
         )
         .await
     {

@@ -71,6 +71,7 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Invalid(_) => Self::bad_request(error.to_string()),
             StoreError::Conflict(_) => Self::new(StatusCode::CONFLICT, error.to_string()),
+            StoreError::Forbidden(_) => Self::new(StatusCode::FORBIDDEN, error.to_string()),
             StoreError::Database { .. } | StoreError::InvalidUrl(_) | StoreError::Migrate(_) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
             }

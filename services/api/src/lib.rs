@@ -106,6 +106,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(
             routes::jobs::get_job,
             routes::jobs::update_job,
+            routes::jobs::patch_job,
             routes::jobs::delete_job
         ))
         .routes(routes!(routes::jobs::run_job))
@@ -126,6 +127,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(
             routes::jobs::get_trigger,
             routes::jobs::update_trigger,
+            routes::jobs::patch_trigger,
             routes::jobs::delete_trigger
         ))
         .routes(routes!(
@@ -299,5 +301,10 @@ pub async fn serve_metrics(
 pub async fn run(node: &Node, shutdown: CancellationToken) -> Result<(), ApiStartError> {
     let listener = bind(node, &node.settings.api_addr).await?;
     let state = state(node, &listener);
+    chime_core::telemetry::catalog::register_at_zero(
+        chime_core::telemetry::catalog::Role::Api,
+        &[],
+        &[],
+    );
     serve(listener, state, shutdown).await
 }

@@ -99,6 +99,17 @@ impl ApiClient {
             .map(|(_, body)| body)
     }
 
+    /// PATCH `path` with `body` (a JSON merge patch); returns the JSON answer.
+    pub async fn patch<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.send(self.request(Method::PATCH, path).json(body))
+            .await
+            .map(|(_, body)| body)
+    }
+
     /// DELETE `path`.
     pub async fn delete(&self, path: &str) -> Result<()> {
         let response = self

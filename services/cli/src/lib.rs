@@ -137,6 +137,10 @@ enum Command {
         /// Only this token's changes.
         #[arg(long)]
         actor: Option<String>,
+        /// Only changes to this object: `job default.export`, `trigger default.nightly`, or a
+        /// name of any kind (`default.export`).
+        #[arg(long)]
+        target: Option<String>,
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
@@ -668,8 +672,20 @@ async fn run(cli: Cli) -> Result<()> {
             older_than,
             dry_run,
         } => commands::tasks::prune(&client(&settings(global, None)?)?, older_than, dry_run).await,
-        Command::Audit { actor, limit, json } => {
-            commands::access::audit(&client(&settings(global, None)?)?, actor, limit, json).await
+        Command::Audit {
+            actor,
+            target,
+            limit,
+            json,
+        } => {
+            commands::access::audit(
+                &client(&settings(global, None)?)?,
+                actor,
+                target,
+                limit,
+                json,
+            )
+            .await
         }
     }
 }

@@ -32,6 +32,11 @@ const CONCURRENCY: u16 = 16;
 
 /// Runs the dependency service on `node` until `shutdown`, then finishes the events in hand.
 pub async fn run(node: &Node, shutdown: CancellationToken) {
+    chime_core::telemetry::catalog::register_at_zero(
+        chime_core::telemetry::catalog::Role::Dependency,
+        &[],
+        &[],
+    );
     let sweeper = tokio::spawn(sweep::run(
         node.store.clone(),
         node.broker.topology().clone(),

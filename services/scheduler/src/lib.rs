@@ -86,6 +86,16 @@ pub async fn run(
         &Uuid::now_v7().simple().to_string()[28..]
     );
     check_in(&node.store, &instance_id, settings.checkin_interval, true).await?;
+    let groups: Vec<String> = chime_core::store::worker_groups::list(&node.store)
+        .await?
+        .into_iter()
+        .map(|g| g.name)
+        .collect();
+    chime_core::telemetry::catalog::register_at_zero(
+        chime_core::telemetry::catalog::Role::Scheduler,
+        &groups,
+        &[],
+    );
     let span = info_span!("scheduler", instance = %instance_id);
     async {
         info!("scheduler instance started");

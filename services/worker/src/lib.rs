@@ -303,6 +303,11 @@ pub async fn run(
     }
     let executors = Executors::new(&settings, node.settings.executors.clone())?;
     let kinds = executors.kinds();
+    chime_core::telemetry::catalog::register_at_zero(
+        chime_core::telemetry::catalog::Role::Worker,
+        &settings.groups,
+        &kinds,
+    );
     let lease = Arc::new(lease::Lease::new(executors.sandbox()));
     let registering = lease::Lease::now();
     workers::register(

@@ -6,6 +6,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 use utoipa::ToSchema;
 
+use super::patch::Change;
 use super::{Context, Store, StoreError, kind_routes};
 use crate::config::is_valid_name;
 use crate::model::kinds::validate_builtin_spec;
@@ -343,7 +344,7 @@ impl NewJob {
 
 /// Creates a job; a duplicate (group, name) is refused.
 pub async fn create(store: &Store, job: NewJob) -> Result<JobView, StoreError> {
-    save(store, job, false).await
+    save(store, job, None).await
 }
 
 /// Replaces a job's settings (its group and name stay); running tasks keep the settings they
@@ -353,16 +354,147 @@ pub async fn update(
     group: &str,
     name: &str,
     job: NewJob,
-) -> Result<JobView, StoreError> {
+) -> Result<JobUpdate, StoreError> {
     let job = NewJob {
         group: Some(group.to_string()),
         name: name.to_string(),
         ..job
     };
-    save(store, job, true).await
+    let (before, version) = settings(store, group, name).await?;
+    let view = save(store, job, Some(version)).await.map_err(|e| match e {
+        StoreError::NotFound(_) => StoreError::Conflict(format!(
+            "job {group}.{name} changed under the update; try again"
+        )),
+        e => e,
+    })?;
+    let (after, _) = settings(store, group, name).await?;
+    let json = |job: &NewJob| serde_json::to_value(job).unwrap_or_default();
+    Ok(JobUpdate {
+        job: view,
+        changes: super::patch::changes(&json(&before), &json(&after)),
+    })
 }
 
-async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, StoreError> {
+/// A job after an update, and what the update changed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JobUpdate {
+    /// The job as it is now.
+    pub job: JobView,
+    /// Each setting that changed, before and after (empty: nothing did).
+    pub changes: Vec<Change>,
+}
+
+/// Changes only the settings `patch` names (a JSON merge patch over the job as [`NewJob`] has
+/// it: `{"timeout_ms": 60000}` keeps the command, the budgets and the description); `null`
+/// returns a setting to its default. Validated as a whole, like [`create`]; the job's group and
+/// name cannot change. A concurrent update is not overwritten: the patch is laid again over it.
+/// `may_run_as` says whether the caller may have commands run as the job's `execute_user` after
+/// the patch (given or kept): changing the command of a job that runs as another user is
+/// running as that user.
+pub async fn patch(
+    store: &Store,
+    group: &str,
+    name: &str,
+    patch: &serde_json::Value,
+    may_run_as: impl Fn(Option<&str>) -> Result<(), String>,
+) -> Result<JobUpdate, StoreError> {
+    // Each try reads the job and writes only if no one wrote it meanwhile (its row version).
+    for _ in 0..5 {
+        let (current, version) = settings(store, group, name).await?;
+        let before = serde_json::to_value(&current)
+            .map_err(|e| StoreError::Invalid(format!("reading the job: {e}")))?;
+        super::patch::check(patch, &["group", "name"], &before)?;
+        let mut after = before.clone();
+        super::patch::merge(&mut after, patch);
+        let job: NewJob = serde_json::from_value(after)
+            .map_err(|e| StoreError::Invalid(format!("the job's settings: {e}")))?;
+        may_run_as(job.execute_user.as_deref()).map_err(StoreError::Forbidden)?;
+        match save(store, job, Some(version)).await {
+            Ok(view) => {
+                let (now, _) = settings(store, group, name).await?;
+                let after = serde_json::to_value(&now)
+                    .map_err(|e| StoreError::Invalid(format!("reading the job: {e}")))?;
+                return Ok(JobUpdate {
+                    job: view,
+                    changes: super::patch::changes(&before, &after),
+                });
+            }
+            Err(StoreError::NotFound(_)) => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Err(StoreError::Conflict(format!(
+        "job {group}.{name} kept changing under the update; try again"
+    )))
+}
+
+/// A job's settings as [`NewJob`] has them, every default spelled out, and its row version.
+async fn settings(store: &Store, group: &str, name: &str) -> Result<(NewJob, i64), StoreError> {
+    #[derive(FromRow)]
+    struct Row {
+        version: i64,
+        description: String,
+        kind: String,
+        spec: Json<serde_json::Value>,
+        worker_group: String,
+        priority: i32,
+        concurrent: bool,
+        requests_recovery: bool,
+        data: Json<serde_json::Value>,
+        reject_retries: i32,
+        reject_interval_ms: i64,
+        failed_retries: i32,
+        failed_interval_ms: i64,
+        backoff: Json<Backoff>,
+        timeout_ms: Option<i64>,
+        data_time_period: Option<String>,
+        data_time_zone: String,
+        execute_user: Option<String>,
+        retention_days: Option<i32>,
+    }
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT xmin::text::bigint AS version, description, kind, spec, worker_group, priority,
+                concurrent, requests_recovery, data, reject_retries, reject_interval_ms,
+                failed_retries, failed_interval_ms, backoff, timeout_ms, data_time_period,
+                data_time_zone, execute_user, retention_days
+         FROM jobs WHERE group_name = $1 AND name = $2",
+    )
+    .bind(group)
+    .bind(name)
+    .fetch_optional(store.pool())
+    .await
+    .context("reading the job's settings")?;
+    let Some(r) = row else {
+        return Err(StoreError::NotFound(format!("job {group}.{name}")));
+    };
+    let job = NewJob {
+        group: Some(group.to_string()),
+        name: name.to_string(),
+        description: Some(r.description).filter(|d| !d.is_empty()),
+        kind: r.kind,
+        spec: r.spec.0,
+        worker_group: Some(r.worker_group),
+        priority: Some(r.priority),
+        concurrent: Some(r.concurrent),
+        requests_recovery: Some(r.requests_recovery),
+        data: r.data.0,
+        reject_retries: Some(r.reject_retries),
+        reject_interval_ms: Some(r.reject_interval_ms),
+        failed_retries: Some(r.failed_retries),
+        failed_interval_ms: Some(r.failed_interval_ms),
+        backoff: Some(r.backoff.0),
+        timeout_ms: r.timeout_ms,
+        data_time_period: r.data_time_period,
+        data_time_zone: Some(r.data_time_zone),
+        execute_user: r.execute_user,
+        retention_days: r.retention_days,
+    };
+    Ok((job, r.version))
+}
+
+/// Writes a job: a new one (`existing` None), or over the row of version `existing` (0: any
+/// version).
+async fn save(store: &Store, job: NewJob, existing: Option<i64>) -> Result<JobView, StoreError> {
     job.validate()?;
     let worker_group =
         kind_routes::resolve_group(store, &job.kind, job.worker_group.as_deref()).await?;
@@ -377,7 +509,7 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
         }
     };
     // Both statements take the same parameters.
-    let statement = if existing {
+    let statement = if existing.is_some() {
         format!(
             "UPDATE jobs SET (description, kind, spec, worker_group, priority, concurrent,
                               requests_recovery, data, reject_retries, reject_interval_ms,
@@ -387,6 +519,7 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
                  = ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
                     $20, now())
              WHERE group_name = $1 AND name = $2
+               AND ($21::bigint = 0 OR xmin::text::bigint = $21)
              RETURNING {JOB_COLUMNS}"
         )
     } else {
@@ -401,7 +534,7 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
              RETURNING {JOB_COLUMNS}"
         )
     };
-    let row: Result<Option<JobRow>, sqlx::Error> = sqlx::query_as(sqlx::AssertSqlSafe(statement))
+    let query = sqlx::query_as(sqlx::AssertSqlSafe(statement))
         .bind(&group)
         .bind(&job.name)
         .bind(job.description.clone().unwrap_or_default())
@@ -421,9 +554,13 @@ async fn save(store: &Store, job: NewJob, existing: bool) -> Result<JobView, Sto
         .bind(&job.data_time_period)
         .bind(&job.execute_user)
         .bind(job.data_time_zone.as_deref().unwrap_or("UTC"))
-        .bind(job.retention_days)
-        .fetch_optional(store.pool())
-        .await;
+        .bind(job.retention_days);
+    // Only an update has the version parameter.
+    let query = match existing {
+        Some(version) => query.bind(version),
+        None => query,
+    };
+    let row: Result<Option<JobRow>, sqlx::Error> = query.fetch_optional(store.pool()).await;
     match row {
         Ok(Some(row)) => Ok(row.into()),
         Ok(None) => Err(StoreError::NotFound(format!("job {group}.{}", job.name))),

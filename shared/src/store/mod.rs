@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod kind_routes;
 pub mod notify;
 pub mod outbox;
+pub mod patch;
 pub mod retention;
 pub mod task_lifecycle;
 pub mod tasks;
@@ -70,6 +71,9 @@ pub enum StoreError {
     /// It would clash with what exists (a duplicate name, a calendar in use).
     #[error("{0}")]
     Conflict(String),
+    /// The caller may not make this change (a job's commands run as a user it may not name).
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 /// Adds what the store was doing to a driver error.

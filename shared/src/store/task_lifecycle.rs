@@ -64,8 +64,9 @@ pub enum AttemptEnd {
     /// The worker could not take it (draining, no executor, execute_user not allowed) or the job
     /// asked to be tried later (exit 75, http 429/503); the reject budget decides.
     Rejected {
-        /// Why.
-        error: String,
+        /// What it produced (a command's output and exit code, an HTTP answer's body), and why
+        /// in `error`.
+        result: TaskResult,
         /// The earliest the next attempt may run, when the job said so (http Retry-After); the
         /// task's reject interval applies if it is longer.
         retry_after: Option<std::time::Duration>,
@@ -453,14 +454,10 @@ pub async fn finish_attempts(
         let (reason, result, retry_after) = match &f.end {
             AttemptEnd::Succeeded(result) => (None, result.clone(), None),
             AttemptEnd::Failed { result, reason } => (Some(*reason), result.clone(), None),
-            AttemptEnd::Rejected { error, retry_after } => (
-                Some("rejected"),
-                TaskResult {
-                    error: Some(error.clone()),
-                    ..TaskResult::default()
-                },
-                *retry_after,
-            ),
+            AttemptEnd::Rejected {
+                result,
+                retry_after,
+            } => (Some("rejected"), result.clone(), *retry_after),
             AttemptEnd::Killed(result) => (Some("killed"), result.clone(), None),
             AttemptEnd::Abandoned(result) => (Some("interrupted"), result.clone(), None),
         };

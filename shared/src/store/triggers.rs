@@ -14,6 +14,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 use utoipa::ToSchema;
 
+use super::patch::Change;
 use super::{Context, Store, StoreError};
 use crate::config::is_valid_name;
 use crate::schedule::misfire::MisfirePolicy;
@@ -316,7 +317,20 @@ pub async fn update(
         ..trigger
     };
     let mut tx = store.begin().await?;
-    let prepared = prepare(&mut tx, &trigger).await?;
+    write_update(&mut tx, group, name, &trigger).await?;
+    wake_schedulers(&mut tx, store).await?;
+    tx.commit().await.context("committing the trigger")?;
+    get(store, group, name).await
+}
+
+/// Writes a trigger's new settings, restarting it from its new first fire.
+async fn write_update(
+    tx: &mut sqlx::PgConnection,
+    group: &str,
+    name: &str,
+    trigger: &NewTrigger,
+) -> Result<(), StoreError> {
+    let prepared = prepare(&mut *tx, trigger).await?;
     let updated = sqlx::query(
         "UPDATE triggers SET job_id = $3, description = $4, schedule = $5, calendar_name = $6,
                 misfire_policy = $7, priority = $8, start_time = $9, end_time = $10,
@@ -343,9 +357,120 @@ pub async fn update(
     if updated.rows_affected() == 0 {
         return Err(StoreError::NotFound(format!("trigger {group}.{name}")));
     }
+    Ok(())
+}
+
+/// A trigger after an update, and what the update changed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TriggerUpdate {
+    /// The trigger as it is now.
+    pub trigger: TriggerView,
+    /// Each setting that changed, before and after (empty: nothing did).
+    pub changes: Vec<Change>,
+}
+
+/// Changes only the settings `patch` names (a JSON merge patch over the trigger as
+/// [`NewTrigger`] has it), in one transaction. A new schedule or calendar restarts the trigger
+/// from its new first fire, as [`update`] does; any other change (priority, misfire policy,
+/// job, data, description) keeps its next fire and fire count. The group and name cannot change.
+/// `may_run_as` says whether the caller may have commands run as each `execute_user` of the
+/// trigger's job (after the patch) and of the jobs its success makes tasks for.
+pub async fn patch(
+    store: &Store,
+    group: &str,
+    name: &str,
+    patch: &serde_json::Value,
+    may_run_as: impl Fn(Option<&str>) -> Result<(), String>,
+) -> Result<TriggerUpdate, StoreError> {
+    #[derive(FromRow)]
+    struct Row {
+        job_group: String,
+        job_name: String,
+        schedule: Json<ScheduleSpec>,
+        calendar_name: Option<String>,
+        misfire_policy: String,
+        priority: i32,
+        description: String,
+        data: Json<serde_json::Value>,
+    }
+    let mut tx = store.begin().await?;
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT j.group_name AS job_group, j.name AS job_name, t.schedule, t.calendar_name,
+                t.misfire_policy, t.priority, t.description, t.data
+         FROM triggers t JOIN jobs j ON j.id = t.job_id
+         WHERE t.group_name = $1 AND t.name = $2
+         FOR NO KEY UPDATE OF t",
+    )
+    .bind(group)
+    .bind(name)
+    .fetch_optional(&mut *tx)
+    .await
+    .context("reading the trigger")?;
+    let Some(row) = row else {
+        return Err(StoreError::NotFound(format!("trigger {group}.{name}")));
+    };
+    let current = NewTrigger {
+        group: Some(group.to_string()),
+        name: name.to_string(),
+        job_group: Some(row.job_group),
+        job: row.job_name,
+        schedule: row.schedule.0,
+        calendar: row.calendar_name,
+        misfire_policy: Some(
+            row.misfire_policy
+                .parse()
+                .map_err(|e| StoreError::Invalid(format!("the stored misfire policy: {e}")))?,
+        ),
+        priority: Some(row.priority),
+        description: Some(row.description).filter(|d| !d.is_empty()),
+        data: row.data.0,
+    };
+    let json = |t: &NewTrigger| {
+        serde_json::to_value(t).map_err(|e| StoreError::Invalid(format!("the trigger: {e}")))
+    };
+    let before = json(&current)?;
+    super::patch::check(patch, &["group", "name"], &before)?;
+    let mut after = before.clone();
+    super::patch::merge(&mut after, patch);
+    let trigger: NewTrigger = serde_json::from_value(after)
+        .map_err(|e| StoreError::Invalid(format!("the trigger's settings: {e}")))?;
+    let job_group = trigger.job_group.as_deref().unwrap_or("default");
+    for (job, user) in
+        super::dependencies::execute_users(store, job_group, &trigger.job, false).await?
+    {
+        may_run_as(user.as_deref())
+            .map_err(|why| StoreError::Forbidden(format!("job {job}: {why}")))?;
+    }
+    let changes = super::patch::changes(&before, &json(&trigger)?);
+    let restart = changes
+        .iter()
+        .any(|c| c.field == "schedule" || c.field == "calendar");
+    if restart {
+        write_update(&mut tx, group, name, &trigger).await?;
+    } else if !changes.is_empty() {
+        let prepared = prepare(&mut tx, &trigger).await?;
+        sqlx::query(
+            "UPDATE triggers SET job_id = $3, description = $4, misfire_policy = $5,
+                    priority = $6, data = $7, updated_at = now()
+             WHERE group_name = $1 AND name = $2",
+        )
+        .bind(group)
+        .bind(name)
+        .bind(prepared.job_id)
+        .bind(trigger.description.clone().unwrap_or_default())
+        .bind(prepared.policy.as_str())
+        .bind(trigger.priority.unwrap_or(5))
+        .bind(Json(prepared.data))
+        .execute(&mut *tx)
+        .await
+        .context("updating the trigger")?;
+    }
     wake_schedulers(&mut tx, store).await?;
     tx.commit().await.context("committing the trigger")?;
-    get(store, group, name).await
+    Ok(TriggerUpdate {
+        trigger: get(store, group, name).await?,
+        changes,
+    })
 }
 
 /// Tells the schedulers that a trigger may be due sooner than they planned (a hint: they poll

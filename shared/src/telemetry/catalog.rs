@@ -210,3 +210,112 @@ pub fn describe() {
         "Batches of task changes sent to the dashboard's live feed."
     );
 }
+
+/// The process whose metrics [`register_at_zero`] registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `chime scheduler`: fires, recovery, retention, the outbox relay's fire lag.
+    Scheduler,
+    /// `chime worker`: deliveries, attempts, the lease.
+    Worker,
+    /// `chime dependency`: advances and sweeps.
+    Dependency,
+    /// `chime api`: submissions, kills, live updates.
+    Api,
+}
+
+/// Registers at zero every metric `role` records whose label values are known at start — those
+/// without labels, and those labelled by a closed set (a misfire policy, an outcome) or by the
+/// given worker groups and kinds — so that dashboards and alerts read 0 rather than "no data"
+/// until the first event, as Prometheus advises. Labels only an event reveals (a broker node, a
+/// queue) appear with their first event.
+pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) {
+    use metrics::{counter, gauge, histogram};
+    let counters: &[&str] = match role {
+        Role::Scheduler => &[
+            "chime_scheduler_fires_total",
+            "chime_scheduler_checkins_total",
+            "chime_scheduler_attempts_recovered_total",
+            "chime_scheduler_retries_released_total",
+            "chime_scheduler_triggers_unblocked_total",
+            "chime_scheduler_messages_republished_total",
+            "chime_pruned_tasks_total",
+            "chime_outbox_published_total",
+            "chime_outbox_publish_failures_total",
+        ],
+        Role::Worker => &[
+            "chime_worker_heartbeats_total",
+            "chime_worker_kills_total",
+            "chime_worker_duplicates_total",
+            "chime_worker_poison_total",
+            "chime_worker_mismatched_messages_total",
+            "chime_worker_self_fenced_total",
+            "chime_worker_unheld_released_total",
+            "chime_worker_attempts_recovered_total",
+            "chime_worker_database_waits_total",
+        ],
+        Role::Dependency => &[
+            "chime_dependency_sweeps_total",
+            "chime_dependency_sweep_advances_total",
+        ],
+        Role::Api => &[
+            "chime_api_tasks_submitted_total",
+            "chime_api_tasks_killed_total",
+            "chime_api_live_updates_total",
+        ],
+    };
+    for name in counters {
+        counter!(*name).increment(0);
+    }
+    match role {
+        Role::Scheduler => {
+            for policy in crate::schedule::misfire::MisfirePolicy::ALL {
+                counter!("chime_scheduler_misfires_total", "policy" => policy.as_str())
+                    .increment(0);
+            }
+            for name in [
+                "chime_scheduler_round_seconds",
+                "chime_prune_seconds",
+                "chime_outbox_publish_seconds",
+            ] {
+                let _ = histogram!(name);
+            }
+            gauge!("chime_outbox_backlog").set(0.0);
+            gauge!("chime_outbox_oldest_seconds").set(0.0);
+            for group in worker_groups {
+                let _ = histogram!("chime_fire_lag_seconds", "worker_group" => group.clone());
+            }
+        }
+        Role::Worker => {
+            gauge!("chime_worker_running").set(0.0);
+            use crate::model::AttemptOutcome;
+            for outcome in [
+                AttemptOutcome::Succeeded,
+                AttemptOutcome::Failed,
+                AttemptOutcome::Rejected,
+                AttemptOutcome::Killed,
+                AttemptOutcome::Lost,
+            ] {
+                counter!("chime_worker_attempts_total", "outcome" => outcome.as_str()).increment(0);
+            }
+            for group in worker_groups {
+                for kind in kinds {
+                    let labels = [("worker_group", group.clone()), ("kind", kind.clone())];
+                    let _ = histogram!("chime_attempt_duration_seconds", &labels);
+                    for outcome in ["succeeded", "failed", "killed"] {
+                        let mut labels = labels.to_vec();
+                        labels.push(("outcome", outcome.to_string()));
+                        counter!("chime_tasks_finished_total", &labels).increment(0);
+                    }
+                }
+            }
+        }
+        Role::Dependency => {
+            for outcome in ["ready", "failed"] {
+                counter!("chime_dependency_advances_total", "outcome" => outcome).increment(0);
+            }
+            let _ = histogram!("chime_dependency_event_seconds");
+        }
+        Role::Api => {}
+    }
+}

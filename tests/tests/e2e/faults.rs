@@ -339,6 +339,8 @@ async fn a_database_outage_of_30_seconds_runs_nothing_twice_and_loses_nothing() 
     let (_, amqp) = chime_tests::server_urls();
     let mut env = TestEnv::with_amqp_url(&pg.url(), &amqp).await?;
     env.settings.worker.concurrency = 2;
+    // Deliveries held beyond the running ones must survive the outage too.
+    env.settings.worker.prefetch = Some(4);
     env.start(Services {
         api: false,
         worker: true,

@@ -124,6 +124,44 @@ async fn metrics_text(url: &str) -> Result<String> {
     Ok(http().get(url).send().await?.text().await?)
 }
 
+/// Metrics whose labels are known at start are there at zero before anything happens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_read_zero_before_their_first_event() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let scheduler_addr = format!("127.0.0.1:{}", chime_tests::free_port()?);
+    let worker_addr = format!("127.0.0.1:{}", chime_tests::free_port()?);
+    let _scheduler = env.spawn_chime(&["scheduler", "--metrics-addr", &scheduler_addr])?;
+    let _worker = env.spawn_chime(&["worker", "--metrics-addr", &worker_addr])?;
+    // Nothing fires and nothing runs: an alert on these must read 0, not "no data".
+    for (url, wanted) in [
+        (
+            format!("http://{scheduler_addr}/metrics"),
+            vec![
+                r#"chime_fire_lag_seconds_count{worker_group="default"} 0"#,
+                r#"chime_scheduler_misfires_total{policy="smart"} 0"#,
+                "chime_scheduler_fires_total 0",
+            ],
+        ),
+        (
+            format!("http://{worker_addr}/metrics"),
+            vec![
+                r#"chime_worker_attempts_total{outcome="failed"} 0"#,
+                r#"chime_tasks_finished_total{worker_group="default",kind="shell",outcome="failed"} 0"#,
+                r#"chime_attempt_duration_seconds_count{worker_group="default",kind="shell"} 0"#,
+            ],
+        ),
+    ] {
+        eventually("metrics registered at zero", || async {
+            Ok(metrics_text(&url)
+                .await
+                .is_ok_and(|m| wanted.iter().all(|line| m.contains(line))))
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; {url} has none of {wanted:?}"))?;
+    }
+    Ok(())
+}
+
 /// A standalone scheduler and worker serve their own `/metrics` (`--metrics-addr`), every
 /// metric with its HELP line: after a trigger's fires run, the scheduler's relay shows the fire
 /// lag by worker group, the worker its finished tasks by outcome, group and kind, and the

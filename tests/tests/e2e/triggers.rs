@@ -464,3 +464,119 @@ async fn job_create_takes_every_setting() -> Result<()> {
     assert_eq!(row.9, "nightly orders");
     env.cleanup().await
 }
+
+async fn job_j(env: &TestEnv) -> Result<serde_json::Value> {
+    let shown = ok(env, &["job", "show", "j", "--json"]).await?;
+    Ok(serde_json::from_str(&shown)?)
+}
+
+/// Runs `chime ARGS` and returns its stdout, failing the test with its stderr if it failed.
+async fn ok(env: &TestEnv, args: &[&str]) -> Result<String> {
+    let out = env.chime(args).await?;
+    anyhow::ensure!(out.status.success(), "chime {args:?} failed: {out:?}");
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_changes_only_what_it_is_given_and_the_audit_trail_says_what() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    ok(
+        &env,
+        &[
+            "job",
+            "create",
+            "j",
+            "--kind",
+            "shell",
+            "--failed-retries",
+            "2",
+            "--description",
+            "nightly export",
+            "--",
+            "echo",
+            "v1",
+        ],
+    )
+    .await?;
+    // Only the timeout is given: the command, the retry budget and the description stay.
+    let said = ok(&env, &["job", "update", "j", "--timeout-ms", "60000"]).await?;
+    assert_eq!(said.trim(), "default.j: timeout_ms null → 60000");
+    let shown = job_j(&env).await?;
+    assert_eq!(shown["timeout_ms"], 60000);
+    assert_eq!(shown["failed_retries"], 2);
+    assert_eq!(shown["description"], "nightly export");
+    assert_eq!(shown["spec"]["command"], serde_json::json!(["echo", "v1"]));
+    // A bad value changes nothing.
+    assert_error(
+        &env.chime(&["job", "update", "j", "--timeout-ms", "0"])
+            .await?,
+        "timeout_ms must be positive",
+    );
+    assert_eq!(job_j(&env).await?["timeout_ms"], 60000);
+    // Over the API: an unknown setting is named; the identity cannot change.
+    let client = reqwest::Client::new();
+    let url = format!("{}/api/v1/jobs/default/j", env.api_url());
+    for (body, needle) in [
+        (serde_json::json!({"timout_ms": 5}), "timout_ms"),
+        (serde_json::json!({"name": "k"}), "name cannot be changed"),
+    ] {
+        let answer = client.patch(&url).json(&body).send().await?;
+        assert_eq!(answer.status(), 400, "{body}");
+        let text = answer.text().await?;
+        assert!(text.contains(needle), "{text} should name {needle}");
+    }
+    // --replace keeps the full replace: what is not given returns to its default.
+    ok(&env, &["job", "update", "j", "--replace", "--kind", "noop"]).await?;
+    let shown = job_j(&env).await?;
+    assert_eq!(shown["failed_retries"], 0);
+    assert_eq!(shown["kind"], "noop");
+
+    // A trigger's priority changes without moving its next fire.
+    let yearly = r#"{"kind":"cron","cron":"0 0 0 1 1 ?"}"#;
+    ok(
+        &env,
+        &["trigger", "create", "t", "--job", "j", "--schedule", yearly],
+    )
+    .await?;
+    let before = show(&env, "t").await?;
+    let said = ok(&env, &["trigger", "update", "t", "--priority", "9"]).await?;
+    assert!(said.contains("default.t: priority 5 → 9"), "{said}");
+    let after = show(&env, "t").await?;
+    assert_eq!(after["priority"], 9);
+    assert_eq!(after["next_fire_time"], before["next_fire_time"]);
+    assert_eq!(after["schedule"]["cron"], "0 0 0 1 1 ?");
+
+    // The audit trail names what changed and how.
+    let audit = ok(&env, &["audit", "--target", "default.j", "--json"]).await?;
+    let events: Vec<serde_json::Value> = serde_json::from_str(&audit)?;
+    let patched = events
+        .iter()
+        .find(|e| e["action"] == "PATCH" && e["status"] == 200)
+        .unwrap_or_else(|| panic!("no PATCH of the job in {events:#?}"));
+    assert_eq!(patched["object"], "job default.j");
+    assert_eq!(
+        patched["changes"],
+        serde_json::json!([{"field": "timeout_ms", "before": null, "after": 60000}])
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["action"] == "POST" && e["target"] == "/api/v1/jobs"),
+        "the creation names its job: {events:#?}"
+    );
+    let audit = ok(&env, &["audit", "--target", "trigger default.t", "--json"]).await?;
+    let events: Vec<serde_json::Value> = serde_json::from_str(&audit)?;
+    assert!(
+        events
+            .iter()
+            .any(|e| e["action"] == "POST" && e["target"] == "/api/v1/triggers"),
+        "the trigger's creation is found by its name: {events:#?}"
+    );
+    assert!(
+        events.iter().any(|e| e["action"] == "PATCH"
+            && e["changes"] == serde_json::json!([{"field": "priority", "before": 5, "after": 9}])),
+        "{events:#?}"
+    );
+    env.cleanup().await
+}

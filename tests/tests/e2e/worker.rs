@@ -58,7 +58,8 @@ async fn pid_from(file: &std::path::Path) -> Result<i32> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rejected_three_times_then_failed_with_the_interval_between() -> Result<()> {
+async fn rejected_three_times_then_failed_with_the_interval_between_keeping_each_output()
+-> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(UP).await?;
     let id = env
@@ -72,7 +73,7 @@ async fn rejected_three_times_then_failed_with_the_interval_between() -> Result<
             "--failed-retries",
             "5",
             "--script",
-            "exit 75",
+            "echo the warehouse is locked >&2; exit 75",
         ])
         .await?;
     let task = env.wait_terminal(id).await?;
@@ -80,6 +81,19 @@ async fn rejected_three_times_then_failed_with_the_interval_between() -> Result<
     assert_eq!(task.reason.as_deref(), Some("rejected"));
     assert_eq!(task.attempt, 3);
     assert_eq!(outcomes(&task), vec![Some(AttemptOutcome::Rejected); 3]);
+    // Each rejection keeps what the command said and its exit code, as a failure does.
+    for attempt in &task.attempts {
+        assert_eq!(attempt.exit_code, Some(75), "attempt {}", attempt.attempt);
+        assert!(
+            attempt
+                .output
+                .as_deref()
+                .is_some_and(|o| o.contains("the warehouse is locked")),
+            "attempt {} kept no output: {:?}",
+            attempt.attempt,
+            attempt.output
+        );
+    }
     for gap in gaps(&task) {
         assert!(
             gap >= Duration::from_millis(700),

@@ -42,7 +42,10 @@ async fn sigterm_drains_running_tasks_finish_and_unstarted_go_back() -> Result<(
     let mut env = TestEnv::new().await?;
     env.start(API_AND_SCHEDULER).await?;
     // One slot, prefetch 2: while the long task runs, the next delivery waits in the worker.
-    let mut worker = env.spawn_chime(&["worker", "--concurrency", "1"])?;
+    let mut worker = env.spawn_chime_with(
+        &["worker", "--concurrency", "1"],
+        &[("CHIME_WORKER__PREFETCH", "2")],
+    )?;
     online_workers(&env, 1).await?;
     let long = env
         .submit(&["--kind", "shell", "--script", "sleep 2; echo finished"])
@@ -402,5 +405,59 @@ sleep 1"#,
         "{data_file} outlived its worker"
     );
     let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup().await
+}
+
+/// Workers of 16, 4 and 4 slots and 20 long tasks: every task runs at once. A worker holds no
+/// more deliveries than it has slots, so none waits behind a full worker while another has a
+/// slot free (with a prefetch of twice the slots, the two small workers held 5 tasks unstarted
+/// while 9 slots were free).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_go_to_free_slots_not_behind_busy_workers() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(API_AND_SCHEDULER).await?;
+    let _workers = [
+        env.spawn_chime(&["worker", "--concurrency", "16"])?,
+        env.spawn_chime(&["worker", "--concurrency", "4"])?,
+        env.spawn_chime(&["worker", "--concurrency", "4"])?,
+    ];
+    online_workers(&env, 3).await?;
+    // Every worker must be consuming before the tasks are published, or the first takes all.
+    let queue = chime_core::bus::Topology::new(env.settings.prefix.clone()).group_queue("default");
+    eventually("3 consumers on the group's queue", || async {
+        let conn = lapin::Connection::connect(
+            &env.settings.amqp_url,
+            lapin::ConnectionProperties::default(),
+        )
+        .await?;
+        let channel = conn.create_channel().await?;
+        let declared = channel
+            .queue_declare(
+                queue.as_str().into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                lapin::types::FieldTable::default(),
+            )
+            .await;
+        let _ = conn.close(200, "done".into()).await;
+        Ok(declared.is_ok_and(|q| q.consumer_count() == 3))
+    })
+    .await?;
+    for _ in 0..20 {
+        env.submit(&["--kind", "shell", "--script", "sleep 120"])
+            .await?;
+    }
+    // Well before the first ends, all 20 run.
+    eventually("20 tasks running at once", || async {
+        let running: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM tasks WHERE status = 'running'")
+                .fetch_one(env.store.pool())
+                .await?;
+        Ok(running == 20)
+    })
+    .await?;
+    // The workers' guards end the sleeps when the workers are dropped.
     env.cleanup().await
 }

@@ -99,6 +99,9 @@ pub async fn revoke_token(
 pub struct AuditParams {
     /// Only this actor's changes.
     actor: Option<String>,
+    /// Only changes to this object: `job default.export`, or a name of any kind,
+    /// `default.export`.
+    target: Option<String>,
     /// Only events older than this id (the next page).
     before: Option<i64>,
     /// At most this many (default 100, at most 1000).
@@ -115,6 +118,7 @@ pub async fn list_audit(
     let events = audit::list(
         &state.store,
         params.actor.as_deref(),
+        params.target.as_deref(),
         params.before,
         params.limit.unwrap_or(100),
     )

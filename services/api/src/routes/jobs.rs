@@ -7,12 +7,14 @@ use axum::http::StatusCode;
 use chime_core::store::backfills::{self, BackfillView, NewBackfill};
 use chime_core::store::calendars::{self, NamedCalendar};
 use chime_core::store::dependencies::{self, DependencyView, JobDependencies, NewDependency};
-use chime_core::store::jobs::{self, JobView, NewJob};
-use chime_core::store::triggers::{self, NewTrigger, TriggerView};
+use chime_core::store::jobs::{self, JobUpdate, JobView, NewJob};
+use chime_core::store::triggers::{self, NewTrigger, TriggerUpdate, TriggerView};
 use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 use utoipa::IntoParams;
 use utoipa::ToSchema;
+
+use chime_core::store::audit::AuditDetail;
 
 use crate::auth::{Caller, may_execute_as};
 use crate::error::{ApiError, ApiJson, ErrorBody};
@@ -25,11 +27,13 @@ pub async fn create_job(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     ApiJson(job): ApiJson<NewJob>,
-) -> Result<(StatusCode, Json<JobView>), ApiError> {
+) -> Result<(StatusCode, Extension<AuditDetail>, Json<JobView>), ApiError> {
     may_execute_as(&caller, job.execute_user.as_deref())?;
+    let view = jobs::create(&state.store, job).await?;
     Ok((
         StatusCode::CREATED,
-        Json(jobs::create(&state.store, job).await?),
+        created("job", &view.group, &view.name),
+        Json(view),
     ))
 }
 
@@ -59,9 +63,47 @@ pub async fn update_job(
     Extension(caller): Extension<Caller>,
     Path((group, name)): Path<(String, String)>,
     ApiJson(job): ApiJson<NewJob>,
-) -> Result<Json<JobView>, ApiError> {
+) -> Result<(Extension<AuditDetail>, Json<JobView>), ApiError> {
     may_execute_as(&caller, job.execute_user.as_deref())?;
-    Ok(Json(jobs::update(&state.store, &group, &name, job).await?))
+    let update = jobs::update(&state.store, &group, &name, job).await?;
+    Ok((audited(&update), Json(update.job)))
+}
+
+/// Changes only the settings the body names (a JSON merge patch: `{"timeout_ms": 60000}`; `null`
+/// returns a setting to its default), and answers with the job and each setting changed.
+#[utoipa::path(patch, path = "/api/v1/jobs/{group}/{name}", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path)),
+    request_body(content = Object, description = "the settings to change, as `NewJob` names them",
+                 example = json!({"timeout_ms": 60000, "description": "nightly export"})),
+    responses((status = 200, body = JobUpdate), (status = 400, body = ErrorBody),
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn patch_job(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((group, name)): Path<(String, String)>,
+    ApiJson(patch): ApiJson<serde_json::Value>,
+) -> Result<(Extension<AuditDetail>, Json<JobUpdate>), ApiError> {
+    let update = jobs::patch(&state.store, &group, &name, &patch, |user| {
+        caller.0.check_execute_user(user)
+    })
+    .await?;
+    Ok((audited(&update), Json(update)))
+}
+
+/// Tells the audit trail which job changed, and how.
+fn audited(update: &JobUpdate) -> Extension<AuditDetail> {
+    Extension(AuditDetail {
+        object: Some(format!("job {}.{}", update.job.group, update.job.name)),
+        changes: update.changes.clone(),
+    })
+}
+
+/// Tells the audit trail what a creation made.
+fn created(kind: &str, group: &str, name: &str) -> Extension<AuditDetail> {
+    Extension(AuditDetail {
+        object: Some(format!("{kind} {group}.{name}")),
+        changes: Vec::new(),
+    })
 }
 
 /// Creates a trigger (its first fire time computed; the schedulers woken).
@@ -71,12 +113,14 @@ pub async fn create_trigger(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     ApiJson(trigger): ApiJson<NewTrigger>,
-) -> Result<(StatusCode, Json<TriggerView>), ApiError> {
+) -> Result<(StatusCode, Extension<AuditDetail>, Json<TriggerView>), ApiError> {
     let job_group = trigger.job_group.as_deref().unwrap_or("default");
     may_run_jobs_of(&state, &caller, job_group, &trigger.job, false).await?;
+    let view = triggers::create(&state.store, trigger).await?;
     Ok((
         StatusCode::CREATED,
-        Json(triggers::create(&state.store, trigger).await?),
+        created("trigger", &view.group, &view.name),
+        Json(view),
     ))
 }
 
@@ -352,6 +396,32 @@ pub async fn update_trigger(
     Ok(Json(
         triggers::update(&state.store, &group, &name, trigger).await?,
     ))
+}
+
+/// Changes only the trigger settings the body names (a JSON merge patch: `{"priority": 9}`);
+/// a new schedule or calendar restarts it from its new first fire, anything else keeps its
+/// next fire. Answers with the trigger and each setting changed.
+#[utoipa::path(patch, path = "/api/v1/triggers/{group}/{name}", tag = "triggers",
+    params(("group" = String, Path), ("name" = String, Path)),
+    request_body(content = Object, description = "the settings to change, as `NewTrigger` names them",
+                 example = json!({"misfire_policy": "fire_now", "priority": 9})),
+    responses((status = 200, body = TriggerUpdate), (status = 400, body = ErrorBody),
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn patch_trigger(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((group, name)): Path<(String, String)>,
+    ApiJson(patch): ApiJson<serde_json::Value>,
+) -> Result<(Extension<AuditDetail>, Json<TriggerUpdate>), ApiError> {
+    let update = triggers::patch(&state.store, &group, &name, &patch, |user| {
+        caller.0.check_execute_user(user)
+    })
+    .await?;
+    let detail = Extension(AuditDetail {
+        object: Some(format!("trigger {group}.{name}")),
+        changes: update.changes.clone(),
+    });
+    Ok((detail, Json(update)))
 }
 
 /// Deletes a trigger.

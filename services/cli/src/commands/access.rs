@@ -97,12 +97,16 @@ pub async fn token(client: &ApiClient, command: TokenCommand) -> Result<()> {
 pub async fn audit(
     client: &ApiClient,
     actor: Option<String>,
+    target: Option<String>,
     limit: u32,
     json: bool,
 ) -> Result<()> {
     let mut path = format!("/api/v1/audit?limit={limit}");
     if let Some(actor) = actor {
         path.push_str(&format!("&actor={}", super::path_segment(&actor)));
+    }
+    if let Some(target) = target {
+        path.push_str(&format!("&target={}", super::path_segment(&target)));
     }
     let events: Vec<AuditEvent> = client.get(&path).await?;
     if json {
@@ -116,11 +120,15 @@ pub async fn audit(
                 time(Some(e.at)),
                 e.actor.clone(),
                 e.action.clone(),
-                e.target.clone(),
+                e.object.clone().unwrap_or_else(|| e.target.clone()),
                 e.status.to_string(),
+                super::jobs::describe_changes(&e.changes),
             ]
         })
         .collect();
-    table(&["AT", "ACTOR", "ACTION", "TARGET", "STATUS"], &rows);
+    table(
+        &["AT", "ACTOR", "ACTION", "TARGET", "STATUS", "CHANGES"],
+        &rows,
+    );
     Ok(())
 }

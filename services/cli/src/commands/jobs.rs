@@ -4,8 +4,9 @@ use anyhow::Result;
 use chime_core::schedule::ScheduleSpec;
 use chime_core::schedule::misfire::MisfirePolicy;
 use chime_core::store::calendars::NamedCalendar;
-use chime_core::store::jobs::{JobView, NewJob};
-use chime_core::store::triggers::{NewTrigger, TriggerView};
+use chime_core::store::jobs::{JobUpdate, JobView, NewJob};
+use chime_core::store::patch::Change;
+use chime_core::store::triggers::{NewTrigger, TriggerUpdate, TriggerView};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -18,8 +19,15 @@ use crate::output::{opt, table, time};
 pub enum JobCommand {
     /// Creates a job.
     Create(JobCreate),
-    /// Replaces a job's settings.
-    Update(JobCreate),
+    /// Changes the settings given and keeps the rest (--replace: replaces them all); prints
+    /// each setting changed.
+    Update {
+        #[command(flatten)]
+        job: JobCreate,
+        /// Replace every setting: those not given return to their defaults.
+        #[arg(long)]
+        replace: bool,
+    },
     /// Lists jobs.
     List {
         /// Print JSON.
@@ -113,9 +121,9 @@ pub struct JobCreate {
     /// Its group.
     #[arg(long)]
     group: Option<String>,
-    /// Executor kind.
+    /// Executor kind (required to create).
     #[arg(long)]
-    kind: String,
+    kind: Option<String>,
     /// The executor's input as JSON.
     #[arg(long)]
     spec: Option<String>,
@@ -126,11 +134,17 @@ pub struct JobCreate {
     #[arg(long)]
     worker_group: Option<String>,
     /// Allow only one task at a time.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "concurrent")]
     no_concurrent: bool,
-    /// Re-run a task whose worker died.
+    /// Allow tasks to overlap (the default; for an update).
     #[arg(long)]
+    concurrent: bool,
+    /// Re-run a task whose worker died.
+    #[arg(long, conflicts_with = "no_requests_recovery")]
     requests_recovery: bool,
+    /// Do not re-run a task whose worker died (the default; for an update).
+    #[arg(long)]
+    no_requests_recovery: bool,
     /// Timeout of one attempt, in milliseconds.
     #[arg(long)]
     timeout_ms: Option<i64>,
@@ -183,8 +197,15 @@ pub struct JobCreate {
 pub enum TriggerCommand {
     /// Creates a trigger.
     Create(TriggerCreate),
-    /// Replaces a trigger's schedule, job, calendar and policy.
-    Update(TriggerCreate),
+    /// Changes the settings given and keeps the rest (a new schedule or calendar restarts it
+    /// from its new first fire; --replace: replaces them all); prints each setting changed.
+    Update {
+        #[command(flatten)]
+        trigger: TriggerCreate,
+        /// Replace every setting: those not given return to their defaults.
+        #[arg(long)]
+        replace: bool,
+    },
     /// Lists triggers.
     List {
         /// Print JSON.
@@ -219,16 +240,16 @@ pub enum TriggerCommand {
 
 /// `chime trigger create NAME --job JOB (--cron EXPR [--tz ZONE] | --every 30s | --schedule JSON)`
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("when").required(true).args(["schedule", "cron", "every"])))]
+#[command(group(clap::ArgGroup::new("when").args(["schedule", "cron", "every"])))]
 pub struct TriggerCreate {
     /// The trigger's name.
     name: String,
     /// Its group.
     #[arg(long)]
     group: Option<String>,
-    /// The job it fires.
+    /// The job it fires (required to create).
     #[arg(long)]
-    job: String,
+    job: Option<String>,
     /// The job's group.
     #[arg(long)]
     job_group: Option<String>,
@@ -294,11 +315,40 @@ fn json_arg<T: serde::de::DeserializeOwned>(flag: &str, text: &str) -> Result<T>
 /// Runs a job verb.
 pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
     match command {
-        JobCommand::Update(args) => {
-            let group = args.group.clone().unwrap_or_else(|| "default".into());
-            let path = format!("/api/v1/jobs/{group}/{}", args.name);
-            let view: JobView = client.put(&path, &new_job(args)?).await?;
-            println!("{}.{}", view.group, view.name);
+        JobCommand::Update { job, replace } => {
+            let group = job.group.clone().unwrap_or_else(|| "default".into());
+            let path = format!(
+                "/api/v1/jobs/{}/{}",
+                super::path_segment(&group),
+                super::path_segment(&job.name)
+            );
+            let update: JobUpdate = if replace {
+                // PUT answers with the job alone: what changed is read from the job before.
+                let before: JobView = client.get(&path).await?;
+                let after: JobView = client.put(&path, &new_job(job)?).await?;
+                let settings = |view: &JobView| {
+                    let mut value = serde_json::to_value(view).unwrap_or_default();
+                    if let Some(fields) = value.as_object_mut() {
+                        for derived in ["id", "paused", "triggers", "next_fire_time", "last_run"] {
+                            fields.remove(derived);
+                        }
+                    }
+                    value
+                };
+                JobUpdate {
+                    changes: chime_core::store::patch::changes(
+                        &settings(&before),
+                        &settings(&after),
+                    ),
+                    job: after,
+                }
+            } else {
+                client.patch(&path, &job_patch(&job)?).await?
+            };
+            print_update(
+                &format!("{}.{}", update.job.group, update.job.name),
+                &update.changes,
+            );
         }
         JobCommand::Create(args) => {
             let job = new_job(args)?;
@@ -391,10 +441,23 @@ pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
 /// Runs a trigger verb.
 pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> {
     match command {
-        TriggerCommand::Update(args) => {
-            let group = args.group.clone().unwrap_or_else(|| "default".into());
-            let path = format!("/api/v1/triggers/{group}/{}", args.name);
-            let view: TriggerView = client.put(&path, &new_trigger(args)?).await?;
+        TriggerCommand::Update { trigger, replace } => {
+            let group = trigger.group.clone().unwrap_or_else(|| "default".into());
+            let path = format!(
+                "/api/v1/triggers/{}/{}",
+                super::path_segment(&group),
+                super::path_segment(&trigger.name)
+            );
+            let view: TriggerView = if replace {
+                client.put(&path, &new_trigger(trigger)?).await?
+            } else {
+                let update: TriggerUpdate = client.patch(&path, &trigger_patch(&trigger)?).await?;
+                print_update(
+                    &format!("{}.{}", update.trigger.group, update.trigger.name),
+                    &update.changes,
+                );
+                update.trigger
+            };
             println!(
                 "{}.{} next fire {}",
                 view.group,
@@ -484,62 +547,201 @@ pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> 
     Ok(())
 }
 
-fn new_trigger(args: TriggerCreate) -> Result<NewTrigger> {
-    let misfire_policy = args
+/// The settings `chime trigger update` was given, as a merge patch.
+fn trigger_patch(args: &TriggerCreate) -> Result<serde_json::Value> {
+    let mut patch = serde_json::Map::new();
+    if let Some(schedule) = trigger_schedule(args)? {
+        patch.insert("schedule".into(), serde_json::to_value(schedule)?);
+    }
+    if let Some(job) = &args.job {
+        patch.insert("job".into(), json!(job));
+    }
+    if let Some(group) = &args.job_group {
+        patch.insert("job_group".into(), json!(group));
+    }
+    if let Some(calendar) = trigger_calendar(args)? {
+        patch.insert("calendar".into(), json!(calendar));
+    }
+    if let Some(policy) = trigger_misfire(args)? {
+        patch.insert("misfire_policy".into(), serde_json::to_value(policy)?);
+    }
+    if let Some(priority) = args.priority {
+        patch.insert("priority".into(), json!(priority));
+    }
+    if patch.is_empty() {
+        return Err(BadInput(
+            "give at least one setting to change (chime trigger update --help lists them), \
+             or --replace"
+                .into(),
+        )
+        .into());
+    }
+    Ok(serde_json::Value::Object(patch))
+}
+
+fn trigger_misfire(args: &TriggerCreate) -> Result<Option<MisfirePolicy>> {
+    Ok(args
         .misfire
         .as_deref()
         .map(str::parse::<MisfirePolicy>)
         .transpose()
-        .map_err(|e| BadInput(e.to_string()))?;
+        .map_err(|e| BadInput(e.to_string()))?)
+}
+
+fn trigger_calendar(args: &TriggerCreate) -> Result<Option<String>> {
+    match &args.calendar {
+        Some(json) if json.trim_start().starts_with('{') => Err(BadInput(format!(
+            "--calendar {json}: give a stored calendar's name; make one first with \
+             `chime calendar create NAME --definition JSON`"
+        ))
+        .into()),
+        other => Ok(other.clone()),
+    }
+}
+
+fn trigger_schedule(args: &TriggerCreate) -> Result<Option<ScheduleSpec>> {
+    Ok(Some(match (&args.schedule, &args.cron, args.every) {
+        (Some(schedule), _, _) => json_arg("--schedule", schedule)?,
+        (None, Some(cron), _) => ScheduleSpec::Cron {
+            cron: cron.clone(),
+            time_zone: args.tz.clone(),
+            start_time: None,
+            end_time: None,
+        },
+        (None, None, Some(seconds)) => {
+            let interval_ms = seconds
+                .checked_mul(1000)
+                .and_then(|ms| i64::try_from(ms).ok())
+                .filter(|ms| *ms > 0)
+                .ok_or_else(|| BadInput("--every must be at least 1s".into()))?;
+            ScheduleSpec::Simple {
+                interval_ms,
+                repeat_count: -1,
+                start_time: None,
+                end_time: None,
+            }
+        }
+        (None, None, None) => return Ok(None),
+    }))
+}
+
+fn new_trigger(args: TriggerCreate) -> Result<NewTrigger> {
+    let Some(schedule) = trigger_schedule(&args)? else {
+        return Err(BadInput("give --cron, --every or --schedule".into()).into());
+    };
+    let Some(job) = args.job.clone() else {
+        return Err(BadInput("--job is required: the job the trigger fires".into()).into());
+    };
     Ok(NewTrigger {
+        calendar: trigger_calendar(&args)?,
+        misfire_policy: trigger_misfire(&args)?,
         group: args.group,
         name: args.name,
         job_group: args.job_group,
-        job: args.job,
-        schedule: match (&args.schedule, &args.cron, args.every) {
-            (Some(schedule), _, _) => json_arg("--schedule", schedule)?,
-            (None, Some(cron), _) => ScheduleSpec::Cron {
-                cron: cron.clone(),
-                time_zone: args.tz.clone(),
-                start_time: None,
-                end_time: None,
-            },
-            (None, None, Some(seconds)) => {
-                let interval_ms = seconds
-                    .checked_mul(1000)
-                    .and_then(|ms| i64::try_from(ms).ok())
-                    .filter(|ms| *ms > 0)
-                    .ok_or_else(|| BadInput("--every must be at least 1s".into()))?;
-                ScheduleSpec::Simple {
-                    interval_ms,
-                    repeat_count: -1,
-                    start_time: None,
-                    end_time: None,
-                }
-            }
-            (None, None, None) => {
-                return Err(BadInput("give --cron, --every or --schedule".into()).into());
-            }
-        },
-        calendar: match args.calendar {
-            Some(json) if json.trim_start().starts_with('{') => {
-                return Err(BadInput(format!(
-                    "--calendar {json}: give a stored calendar's name; make one first with \
-                     `chime calendar create NAME --definition JSON`"
-                ))
-                .into());
-            }
-            other => other,
-        },
-        misfire_policy,
+        job,
+        schedule,
         priority: args.priority,
         description: None,
         data: serde_json::Value::Null,
     })
 }
 
-fn new_job(args: JobCreate) -> Result<NewJob> {
-    let spec = match (&args.spec, &args.script, args.command.is_empty()) {
+/// Prints what an update changed, one setting a line.
+fn print_update(name: &str, changes: &[Change]) {
+    if changes.is_empty() {
+        println!("{name}: nothing changed");
+    }
+    for change in changes {
+        println!(
+            "{name}: {} {} → {}",
+            change.field, change.before, change.after
+        );
+    }
+}
+
+/// `timeout_ms: 1000 → 60000; description: "a" → null`.
+pub fn describe_changes(changes: &[Change]) -> String {
+    changes
+        .iter()
+        .map(|c| format!("{}: {} → {}", c.field, c.before, c.after))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The settings `chime job update` was given, as a merge patch.
+fn job_patch(args: &JobCreate) -> Result<serde_json::Value> {
+    let mut patch = serde_json::Map::new();
+    let mut set = |field: &str, value: serde_json::Value| {
+        patch.insert(field.to_string(), value);
+    };
+    if args.spec.is_some() || args.script.is_some() || !args.command.is_empty() {
+        set("spec", job_spec(args)?);
+    }
+    if let Some(kind) = &args.kind {
+        set("kind", json!(kind));
+    }
+    if let Some(description) = &args.description {
+        set("description", json!(description));
+    }
+    if let Some(group) = &args.worker_group {
+        set("worker_group", json!(group));
+    }
+    if args.no_concurrent || args.concurrent {
+        set("concurrent", json!(args.concurrent));
+    }
+    if args.requests_recovery || args.no_requests_recovery {
+        set("requests_recovery", json!(args.requests_recovery));
+    }
+    for (field, value) in [
+        ("timeout_ms", args.timeout_ms),
+        ("failed_interval_ms", args.failed_interval_ms),
+        ("reject_interval_ms", args.reject_interval_ms),
+    ] {
+        if let Some(value) = value {
+            set(field, json!(value));
+        }
+    }
+    for (field, value) in [
+        ("retention_days", args.retention_days),
+        ("failed_retries", args.failed_retries),
+        ("reject_retries", args.reject_retries),
+        ("priority", args.priority),
+    ] {
+        if let Some(value) = value {
+            set(field, json!(value));
+        }
+    }
+    for (field, value) in [
+        ("data_time_period", &args.data_time_period),
+        ("data_time_zone", &args.data_time_zone),
+        ("execute_user", &args.execute_user),
+    ] {
+        if let Some(value) = value {
+            set(field, json!(value));
+        }
+    }
+    if let Some(backoff) = &args.backoff {
+        set(
+            "backoff",
+            serde_json::to_value(super::submit::backoff_arg(backoff)?)?,
+        );
+    }
+    if let Some(data) = &args.data {
+        set("data", super::submit::json_arg("--data", data)?);
+    }
+    if patch.is_empty() {
+        return Err(BadInput(
+            "give at least one setting to change (chime job update --help lists them), or \
+             --replace"
+                .into(),
+        )
+        .into());
+    }
+    Ok(serde_json::Value::Object(patch))
+}
+
+fn job_spec(args: &JobCreate) -> Result<serde_json::Value> {
+    Ok(match (&args.spec, &args.script, args.command.is_empty()) {
         (Some(spec), None, true) => json_arg("--spec", spec)?,
         (None, Some(script), true) => json!({ "command": script }),
         (None, None, false) => json!({ "command": args.command }),
@@ -549,11 +751,21 @@ fn new_job(args: JobCreate) -> Result<NewJob> {
                 BadInput("give one of --spec, --script or a command after --".into()).into(),
             );
         }
+    })
+}
+
+fn new_job(args: JobCreate) -> Result<NewJob> {
+    let spec = job_spec(&args)?;
+    let Some(kind) = args.kind else {
+        return Err(BadInput(
+            "--kind is required: shell, http, noop, or a kind routed to a worker group".into(),
+        )
+        .into());
     };
     Ok(NewJob {
         group: args.group,
         name: args.name,
-        kind: args.kind,
+        kind,
         spec,
         worker_group: args.worker_group,
         concurrent: Some(!args.no_concurrent),

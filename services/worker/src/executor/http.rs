@@ -55,7 +55,14 @@ pub async fn run(client: &reqwest::Client, spec: HttpSpec, attempt: &Attempt) ->
             status @ (StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE),
             retry_after,
         )) => AttemptEnd::Rejected {
-            error: format!("{} {} answered {status}: try later", spec.method, spec.url),
+            result: TaskResult {
+                output,
+                error: Some(format!(
+                    "{} {} answered {status}: try later",
+                    spec.method, spec.url
+                )),
+                ..TaskResult::default()
+            },
             retry_after,
         },
         Ok((status, _)) => AttemptEnd::Failed {

@@ -218,7 +218,10 @@ impl Executors {
                     Err(error) => invalid_spec(error),
                 },
                 None => AttemptEnd::Rejected {
-                    error: format!("this worker has no executor for kind {kind:?}"),
+                    result: TaskResult {
+                        error: Some(format!("this worker has no executor for kind {kind:?}")),
+                        ..TaskResult::default()
+                    },
                     retry_after: None,
                 },
             },
@@ -231,7 +234,10 @@ impl Executors {
             Ok(user) => user,
             Err(refusal) => {
                 return AttemptEnd::Rejected {
-                    error: refusal,
+                    result: TaskResult {
+                        error: Some(refusal),
+                        ..TaskResult::default()
+                    },
                     retry_after: None,
                 };
             }

@@ -294,7 +294,10 @@ pub async fn run(
             match (exit_code, status.signal()) {
                 (Some(0), _) => AttemptEnd::Succeeded(result),
                 (Some(EX_TEMPFAIL), _) => AttemptEnd::Rejected {
-                    error: "the command exited 75 (EX_TEMPFAIL): try later".into(),
+                    result: TaskResult {
+                        error: Some("the command exited 75 (EX_TEMPFAIL): try later".into()),
+                        ..result
+                    },
                     retry_after: None,
                 },
                 (Some(code), _) => AttemptEnd::Failed {

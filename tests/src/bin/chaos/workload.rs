@@ -122,7 +122,7 @@ pub async fn set_up(
     job(
         store,
         "busy",
-        shell(log, "busy", 0, r#"[ "$CHIME_ATTEMPT" != 1 ] || exit 75"#),
+        shell(log, "busy", 0, r#"[ "$CHIME_ATTEMPT" != 1 ] || (exit 75)"#),
         NewJob {
             reject_retries: Some(2),
             reject_interval_ms: Some(1000),
