@@ -89,10 +89,14 @@ impl PrivateRabbitMq {
     async fn wait_ready(&self) -> Result<()> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
         loop {
-            let connected =
-                lapin::Connection::connect(&self.url(), lapin::ConnectionProperties::default())
-                    .await;
-            if let Ok(conn) = connected {
+            // A node still starting may take the connection and never answer the handshake:
+            // each try is bounded, or the wait would never end.
+            let connected = tokio::time::timeout(
+                Duration::from_secs(5),
+                lapin::Connection::connect(&self.url(), lapin::ConnectionProperties::default()),
+            )
+            .await;
+            if let Ok(Ok(conn)) = connected {
                 let _ = conn.close(200, "up".into()).await;
                 return Ok(());
             }

@@ -411,7 +411,8 @@ async function taskPage(main, rawId) {
     const live = LIVE.includes(t.status);
     const actions = h("div", { class: "row-actions" },
       live ? actionButton("Kill", () => post(`/api/v1/tasks/${t.id}/kill`), draw, "danger") : "",
-      !live ? actionButton("Rerun", () => post(`/api/v1/tasks/${t.id}/rerun`), draw) : "");
+      !live ? actionButton("Rerun", () => post(`/api/v1/tasks/${t.id}/rerun`), draw) : "",
+      !live && t.job ? actionButton("Rerun with downstream", () => post(`/api/v1/tasks/${t.id}/rerun?downstream=true`), draw) : "");
     const facts = h("dl", {},
       h("dt", {}, "job"), h("dd", {}, jobLink(t.job)),
       h("dt", {}, "kind"), h("dd", {}, t.kind),
@@ -660,6 +661,9 @@ async function dependenciesPage(main) {
     detail.replaceChildren(h("p", {}, `${c.job} @ ${new Date(c.data_time).toISOString()}: `, status(c.status), " ",
       taskLink(c.task_id), " ",
       LIVE.includes(c.status) ? "" : actionButton("Rerun", () => post(`/api/v1/tasks/${c.task_id}/rerun`), () => serially(async () => {
+        grid = await api("/api/v1/dependencies/grid?columns=14"); draw();
+      })), " ",
+      LIVE.includes(c.status) ? "" : actionButton("Rerun with downstream", () => post(`/api/v1/tasks/${c.task_id}/rerun?downstream=true`), () => serially(async () => {
         grid = await api("/api/v1/dependencies/grid?columns=14"); draw();
       }))));
   };

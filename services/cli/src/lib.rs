@@ -378,10 +378,16 @@ enum TaskCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Re-runs a task that has ended (failed, killed or succeeded) as a new attempt.
+    /// Re-runs a task that has ended (failed, killed or succeeded) as a new attempt; the
+    /// downstream tasks that failed `upstream_failed` for the data times it feeds (through the
+    /// whole DAG) wait again and run as their upstreams succeed.
     Rerun {
         /// The task's id.
         id: uuid::Uuid,
+        /// Also re-run every downstream task that had ended, succeeded ones too (Airflow's
+        /// Clear → Downstream).
+        #[arg(long)]
+        downstream: bool,
     },
     /// Kills a task: a running one's process group dies; a waiting, ready or retrying one is
     /// cancelled. Waits (up to 10 s) until a running task is recorded `killed`.
@@ -542,8 +548,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Task(TaskCommand::Kill { id }) => {
             commands::tasks::kill(&client(&settings(global, None)?)?, id).await
         }
-        Command::Task(TaskCommand::Rerun { id }) => {
-            commands::tasks::rerun(&client(&settings(global, None)?)?, id).await
+        Command::Task(TaskCommand::Rerun { id, downstream }) => {
+            commands::tasks::rerun(&client(&settings(global, None)?)?, id, downstream).await
         }
         Command::Backfill(args) => {
             commands::jobs::backfills(&client(&settings(global, None)?)?, args).await

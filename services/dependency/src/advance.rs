@@ -6,6 +6,8 @@
 //!     └─ for each job J depending on U, J's data time D (d, or d's period for `period`):
 //!          evaluate (J, D) ── ready ───────▶ J's waiting task → ready (or created)
 //!                          ├─ failed (fail) ▶ J's waiting task → failed, upstream_failed
+//!                          ├─ waiting on a failed upstream (wait) ▶ J's waiting task made if
+//!                          │                    J has no trigger to make it
 //!                          └─ waiting ─────▶ nothing yet
 //!   task.waiting of job J for D (its trigger fired): evaluate (J, D) the same way
 //! ```
@@ -71,6 +73,16 @@ pub(crate) async fn advance(
         Verdict::Failed { .. } => DependencyOutcome::UpstreamFailed,
         Verdict::Waiting(unmet) => {
             debug!(job_id, %data_time, waiting_on = unmet.len(), "not yet");
+            // Blocked by a failed upstream (policy `wait`): a job without a trigger of its own
+            // gets its run as a waiting task that says so, rather than no task at all.
+            if unmet
+                .iter()
+                .any(|u| u.state.ends_with("waiting for a rerun"))
+                && let Some(task) =
+                    task_lifecycle::record_blocked(store, topology, job_id, data_time).await?
+            {
+                debug!(job_id, %data_time, %task, "downstream blocked by a failed upstream");
+            }
             return Ok(false);
         }
     };

@@ -243,9 +243,23 @@ async fn upstream_failure_fails_or_waits_for_a_rerun() -> Result<()> {
         ],
     )
     .await?;
-    for job in ["failing", "after-failing", "patient"] {
+    for job in ["failing", "after-failing", "patient", "blocked"] {
         chime_ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
     }
+    // `blocked` has no trigger: its run is made when its upstream is done, or blocked.
+    chime_ok(
+        &env,
+        &[
+            "job",
+            "depend",
+            "blocked",
+            "--on",
+            "up",
+            "--on-upstream-failure",
+            "wait",
+        ],
+    )
+    .await?;
     chime_ok(&env, &["job", "depend", "failing", "--on", "up"]).await?;
     chime_ok(&env, &["job", "depend", "after-failing", "--on", "failing"]).await?;
     chime_ok(
@@ -307,6 +321,22 @@ async fn upstream_failure_fails_or_waits_for_a_rerun() -> Result<()> {
         shown["waiting_on"][0]["state"], "failed; waiting for a rerun",
         "{shown}"
     );
+    // A job without a trigger of its own has its blocked run as a waiting task that says why.
+    eventually("blocked's task to be waiting", || async {
+        Ok(tasks_of(&env, "blocked").await?.len() == 1)
+    })
+    .await?;
+    let blocked = tasks_of(&env, "blocked").await?.remove(0);
+    assert_eq!(blocked.status, TaskStatus::Waiting);
+    assert_eq!(blocked.data_time, Some(at));
+    let show = env
+        .chime(&["task", "show", &blocked.id.to_string(), "--json"])
+        .await?;
+    let shown: serde_json::Value = serde_json::from_slice(&show.stdout)?;
+    assert_eq!(
+        shown["waiting_on"][0]["state"], "failed; waiting for a rerun",
+        "{shown}"
+    );
 
     // The upstream re-run succeeds: the waiting downstream runs.
     std::fs::write(&flag, "")?;
@@ -316,6 +346,8 @@ async fn upstream_failure_fails_or_waits_for_a_rerun() -> Result<()> {
     assert_eq!(up.attempt, 2);
     let patient = env.wait_terminal(patient.id).await?;
     assert_eq!(patient.status, TaskStatus::Succeeded);
+    let blocked = env.wait_terminal(blocked.id).await?;
+    assert_eq!(blocked.status, TaskStatus::Succeeded);
     let _ = std::fs::remove_file(&flag);
     env.cleanup().await
 }
@@ -539,5 +571,79 @@ async fn a_daily_job_in_a_zone_runs_for_local_midnight() -> Result<()> {
         String::from_utf8_lossy(&refused.stderr).contains("not an IANA time zone"),
         "{refused:?}"
     );
+    env.cleanup().await
+}
+
+/// `up1 → down1 → down2`: up1 fails and both downstream tasks fail `upstream_failed`. One rerun
+/// of up1 brings the whole chain back (the same tasks, waiting, then run in order); `--downstream`
+/// runs the chain again though it had succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_chain_recovers_with_one_rerun() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let flag = std::env::temp_dir().join(format!("chime-flag-{}", Uuid::now_v7()));
+    let script = format!("test -f {}", flag.display());
+    chime_ok(
+        &env,
+        &[
+            "job", "create", "up1", "--kind", "shell", "--script", &script,
+        ],
+    )
+    .await?;
+    for job in ["down1", "down2"] {
+        chime_ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
+    }
+    chime_ok(&env, &["job", "depend", "down1", "--on", "up1"]).await?;
+    chime_ok(&env, &["job", "depend", "down2", "--on", "down1"]).await?;
+    let at = "2026-11-22T00:00:00Z";
+    let up: Uuid = chime_ok(&env, &["job", "run", "up1", "--data-time", at])
+        .await?
+        .parse()?;
+    assert_eq!(env.wait_terminal(up).await?.status, TaskStatus::Failed);
+    let mut chain = Vec::new();
+    for job in ["down1", "down2"] {
+        let tasks = wait_ended(&env, job, 1).await?;
+        assert_eq!(tasks[0].reason.as_deref(), Some("upstream_failed"), "{job}");
+        chain.push(tasks[0].id);
+    }
+
+    // The input is fixed; one rerun of the upstream recovers the chain.
+    std::fs::write(&flag, "")?;
+    let out = env.chime(&["task", "rerun", &up.to_string()]).await?;
+    ensure!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout)?;
+    assert!(
+        said.contains("2 downstream task(s) waiting again"),
+        "{said}"
+    );
+    for id in &chain {
+        assert!(said.contains(&id.to_string()), "{said} should name {id}");
+    }
+    for (job, id) in ["down1", "down2"].iter().zip(&chain) {
+        let task = env.wait_terminal(*id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded, "{job}: {task:?}");
+        assert_eq!(task.attempts.len(), 1, "{job} ran once: {task:?}");
+        // Still one task per job and data time.
+        assert_eq!(tasks_of(&env, job).await?.len(), 1, "{job}");
+    }
+    let down1 = env.task(chain[0]).await?;
+    let down2 = env.task(chain[1]).await?;
+    assert!(
+        down2.attempts[0].started_at >= down1.finished_at.expect("down1 ended"),
+        "down2 ran after down1"
+    );
+
+    // --downstream: the succeeded chain runs again, as Airflow's Clear → Downstream.
+    let out = env
+        .chime(&["task", "rerun", &up.to_string(), "--downstream"])
+        .await?;
+    ensure!(out.status.success(), "{out:?}");
+    eventually("the chain to run again", || async {
+        let up = env.task(up).await?;
+        let down2 = env.task(chain[1]).await?;
+        Ok(up.attempt == 3 && down2.status == TaskStatus::Succeeded && down2.attempts.len() == 2)
+    })
+    .await?;
+    let _ = std::fs::remove_file(&flag);
     env.cleanup().await
 }

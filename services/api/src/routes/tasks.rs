@@ -5,8 +5,8 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use chime_core::model::{NewTask, TaskStatus, TaskSummary, TaskView};
 use chime_core::store::{task_lifecycle, tasks};
-use serde::Deserialize;
-use utoipa::IntoParams;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::auth::{Caller, may_execute_as};
@@ -194,13 +194,35 @@ pub async fn kill_task(
     Ok((status, Json(tasks::get(&state.store, id).await?)))
 }
 
+/// How far a re-run reaches.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct RerunParams {
+    /// Also re-run every downstream task that had ended for the data times this one feeds
+    /// (Airflow's Clear → Downstream); without it, only those that failed `upstream_failed`
+    /// wait again.
+    #[serde(default)]
+    downstream: bool,
+}
+
+/// A re-run task, and the downstream tasks it made wait again.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RerunView {
+    /// The task, ready again.
+    #[serde(flatten)]
+    pub task: TaskView,
+    /// The downstream tasks now waiting for it (through the whole DAG).
+    pub downstream_waiting: Vec<Uuid>,
+}
+
 /// Re-runs a task that has ended (failed, killed or succeeded) as a new attempt; its success
-/// advances downstream tasks still waiting for it.
+/// advances downstream tasks still waiting for it. Its `upstream_failed` descendants (for the data
+/// times it feeds, through the whole DAG) wait again, so a failed chain recovers in one step;
+/// `?downstream=true` brings back every descendant that had ended.
 #[utoipa::path(
     post, path = "/api/v1/tasks/{id}/rerun", tag = "tasks",
-    params(("id" = String, Path, description = "task id (UUID)")),
+    params(("id" = String, Path, description = "task id (UUID)"), RerunParams),
     responses(
-        (status = 200, description = "ready again", body = TaskView),
+        (status = 200, description = "ready again", body = RerunView),
         (status = 404, description = "no such task", body = ErrorBody),
         (status = 409, description = "the task has not ended", body = ErrorBody),
     )
@@ -209,14 +231,25 @@ pub async fn rerun_task(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-) -> Result<Json<TaskView>, ApiError> {
+    Query(params): Query<RerunParams>,
+) -> Result<Json<RerunView>, ApiError> {
     let id = parse_id(&id)?;
-    // A re-run runs the task's command again as its user: the caller must be allowed that user,
-    // as a submitter is.
+    // A re-run runs the task's command again as its user, and the downstream tasks' commands as
+    // theirs: the caller must be allowed each user, as a submitter is.
     let user = tasks::execute_user(&state.store, id).await?;
     may_execute_as(&caller, user.as_deref())?;
-    task_lifecycle::rerun(&state.store, state.broker.topology(), id).await?;
-    Ok(Json(tasks::get(&state.store, id).await?))
+    for (job, user) in tasks::downstream_execute_users(&state.store, id).await? {
+        caller
+            .0
+            .check_execute_user(user.as_deref())
+            .map_err(|why| ApiError::new(StatusCode::FORBIDDEN, format!("job {job}: {why}")))?;
+    }
+    let downstream_waiting =
+        task_lifecycle::rerun(&state.store, state.broker.topology(), id, params.downstream).await?;
+    Ok(Json(RerunView {
+        task: tasks::get(&state.store, id).await?,
+        downstream_waiting,
+    }))
 }
 
 fn parse_id(id: &str) -> Result<Uuid, ApiError> {

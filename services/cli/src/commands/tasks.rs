@@ -312,12 +312,38 @@ pub async fn kill(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
     Ok(())
 }
 
-/// Re-runs a task that has ended.
-pub async fn rerun(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
-    let (_, task): (_, TaskView) = client
-        .post(&format!("/api/v1/tasks/{id}/rerun"), &serde_json::json!({}))
+/// Re-runs a task that has ended; its `upstream_failed` descendants (with `downstream`, every
+/// ended one) wait again.
+pub async fn rerun(client: &ApiClient, id: uuid::Uuid, downstream: bool) -> Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Rerun {
+        #[serde(flatten)]
+        task: TaskView,
+        #[serde(default)]
+        downstream_waiting: Vec<uuid::Uuid>,
+    }
+    let (_, rerun): (_, Rerun) = client
+        .post(
+            &format!("/api/v1/tasks/{id}/rerun?downstream={downstream}"),
+            &serde_json::json!({}),
+        )
         .await?;
-    println!("{id} {} (attempt {})", task.status, task.attempt);
+    println!(
+        "{id} {} (attempt {})",
+        rerun.task.status, rerun.task.attempt
+    );
+    if !rerun.downstream_waiting.is_empty() {
+        println!(
+            "{} downstream task(s) waiting again: {}",
+            rerun.downstream_waiting.len(),
+            rerun
+                .downstream_waiting
+                .iter()
+                .map(|id| id.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
     Ok(())
 }
 

@@ -1,0 +1,412 @@
+//! An attempt's life on its worker: `ready → running` when the worker starts it, `running →
+//! succeeded | retrying | failed | killed` when it ends, and `retrying → ready` when its retry
+//! is due.
+
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::{MessageParts, WorkerIdentity, enqueue_task_messages};
+use crate::bus::Topology;
+use crate::model::{AttemptOutcome, TaskMessage, TaskResult, TaskStatus};
+use crate::store::{Context, Store, StoreError};
+
+/// How an attempt ended, as the worker saw it.
+#[derive(Debug, Clone)]
+pub enum AttemptEnd {
+    /// It ran and succeeded.
+    Succeeded(TaskResult),
+    /// It ran and failed; the failed budget decides between `retrying` and `failed`.
+    Failed {
+        /// What it produced.
+        result: TaskResult,
+        /// Why, in one word (failed, timeout, error, interrupted).
+        reason: &'static str,
+    },
+    /// The worker could not take it (draining, no executor, execute_user not allowed) or the job
+    /// asked to be tried later (exit 75, http 429/503); the reject budget decides.
+    Rejected {
+        /// What it produced (a command's output and exit code, an HTTP answer's body), and why
+        /// in `error`.
+        result: TaskResult,
+        /// The earliest the next attempt may run, when the job said so (http Retry-After); the
+        /// task's reject interval applies if it is longer.
+        retry_after: Option<std::time::Duration>,
+    },
+    /// It was killed on request (`chime task kill`).
+    Killed(TaskResult),
+    /// The worker's shutdown cut it short: not the job's failure. Recorded by
+    /// [`release_attempts`] as a lost attempt ([`Release::Interrupted`]), never by
+    /// [`finish_attempts`].
+    Abandoned(TaskResult),
+}
+
+impl AttemptEnd {
+    /// The attempt's outcome.
+    pub fn outcome(&self) -> AttemptOutcome {
+        match self {
+            Self::Succeeded(_) => AttemptOutcome::Succeeded,
+            Self::Failed { .. } => AttemptOutcome::Failed,
+            Self::Rejected { .. } => AttemptOutcome::Rejected,
+            Self::Killed(_) => AttemptOutcome::Killed,
+            Self::Abandoned(_) => AttemptOutcome::Lost,
+        }
+    }
+}
+
+/// An attempt's end, as its worker reports it.
+#[derive(Debug, Clone)]
+pub struct FinishedAttempt {
+    /// The task.
+    pub task_id: Uuid,
+    /// The attempt that ended.
+    pub attempt: i32,
+    /// How it ended.
+    pub end: AttemptEnd,
+}
+
+/// The longest Retry-After honoured: a day.
+const MAX_RETRY_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// A result PostgreSQL's jsonb can hold: a NUL in a task's output or error (which a process may
+/// print) becomes U+FFFD instead of failing the statement.
+fn storable(mut result: TaskResult) -> TaskResult {
+    if result.output.contains('\0') {
+        result.output = result.output.replace('\0', "\u{FFFD}");
+    }
+    if let Some(error) = result.error.as_mut().filter(|e| e.contains('\0')) {
+        *error = error.replace('\0', "\u{FFFD}");
+    }
+    result
+}
+
+/// `ready → running` for exactly these attempts, recording the worker and opening each attempt's
+/// row, in one statement. Each attempt is asked for by its message, as delivered: it starts only
+/// if its task's row records the same attempt with the same group, kind, spec, data, data time,
+/// timeout and execute user, so a forged or stale message that differs in any of them starts
+/// nothing and leaves the attempt as it was (the caller dead-letters it). Returns, for each
+/// `(task, attempt)` that is now this worker's, the attempt as the task's row records it: what
+/// the worker runs. An attempt is this worker's if it moved, or if it was already running under
+/// this worker (a start that committed while the worker saw an error, asked again: the answer
+/// must not depend on whether the first commit was heard). The others were duplicate or stale
+/// deliveries, killed tasks or messages that differ from their row, which the caller tells
+/// apart ([`recorded_attempt`]); the worker itself keeps one delivery per attempt.
+pub async fn start_attempts(
+    store: &Store,
+    worker: &WorkerIdentity,
+    messages: &[TaskMessage],
+) -> Result<Vec<TaskMessage>, StoreError> {
+    let n = messages.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut numbers = Vec::with_capacity(n);
+    let mut groups = Vec::with_capacity(n);
+    let mut kinds = Vec::with_capacity(n);
+    let mut specs = Vec::with_capacity(n);
+    let mut datas = Vec::with_capacity(n);
+    let mut data_times = Vec::with_capacity(n);
+    let mut timeouts = Vec::with_capacity(n);
+    let mut users = Vec::with_capacity(n);
+    for m in messages {
+        ids.push(m.task_id);
+        numbers.push(m.attempt);
+        groups.push(m.group.as_str());
+        kinds.push(m.kind.as_str());
+        specs.push(Json(&m.spec));
+        datas.push(Json(&m.data));
+        // Microseconds since the epoch: PostgreSQL's precision, compared exactly.
+        data_times.push(m.data_time.map(|t| t.as_microsecond()));
+        timeouts.push(m.timeout_ms);
+        users.push(m.execute_user.as_deref());
+    }
+    let started: Vec<MessageParts> = sqlx::query_as(
+        r#"
+        WITH wanted AS (
+            SELECT * FROM UNNEST($1::uuid[], $2::int[], $5::text[], $6::text[], $7::jsonb[],
+                                 $8::jsonb[], $9::bigint[], $10::bigint[], $11::text[])
+                AS w(id, attempt, worker_group, kind, spec, data, data_time_us, timeout_ms,
+                     execute_user)
+        ), moved AS (
+            UPDATE tasks t SET status = 'running', worker_id = $3, started_at = now()
+            FROM wanted w
+            WHERE t.id = w.id AND t.attempt = w.attempt AND t.status = 'ready'
+              AND t.worker_group = w.worker_group AND t.kind = w.kind AND t.spec = w.spec
+              AND t.data = w.data AND t.timeout_ms IS NOT DISTINCT FROM w.timeout_ms
+              AND t.execute_user IS NOT DISTINCT FROM w.execute_user
+              AND t.data_time IS NOT DISTINCT FROM
+                  timestamptz 'epoch' + w.data_time_us * interval '1 microsecond'
+              -- a worker declared dead, or whose lease ran out, starts nothing until its
+              -- heartbeat renews the lease
+              AND EXISTS (SELECT 1 FROM workers k
+                          WHERE k.id = $3 AND k.status IN ('online', 'draining')
+                            AND coalesce(k.lease_expires_at, 'infinity') > now())
+            RETURNING t.id, t.attempt, t.started_at, t.kind, t.spec, t.worker_group, t.data,
+                      t.data_time, t.timeout_ms, t.execute_user
+        ), opened AS (
+            INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name, started_at)
+            SELECT id, attempt, $3, $4, started_at FROM moved
+            RETURNING task_id, attempt
+        )
+        SELECT m.id, m.attempt, m.kind, m.spec, m.worker_group, m.data, m.data_time,
+               m.timeout_ms, m.execute_user
+        FROM moved m JOIN opened o ON o.task_id = m.id AND o.attempt = m.attempt
+        UNION ALL
+        -- the statement's snapshot predates `moved`: these are starts committed earlier
+        SELECT t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+               t.timeout_ms, t.execute_user
+        FROM tasks t
+        WHERE (t.id, t.attempt) IN (SELECT id, attempt FROM wanted)
+          AND t.status = 'running' AND t.worker_id = $3
+        "#,
+    )
+    .bind(&ids)
+    .bind(&numbers)
+    .bind(worker.id)
+    .bind(&worker.name)
+    .bind(&groups)
+    .bind(&kinds)
+    .bind(&specs)
+    .bind(&datas)
+    .bind(&data_times)
+    .bind(&timeouts)
+    .bind(&users)
+    .fetch_all(store.pool())
+    .await
+    .context("starting attempts")?;
+    Ok(started.iter().map(|p| p.message(p.attempt)).collect())
+}
+
+/// Publishes the message of a `ready` attempt again, from its row, if the task is still at that
+/// attempt and `ready`: for a worker that dropped a delivery of the attempt as a duplicate of a
+/// message that turned out forged. A copy too many is harmless (one start wins).
+pub async fn republish_ready_attempt(
+    store: &Store,
+    topology: &Topology,
+    task_id: Uuid,
+    attempt: i32,
+) -> Result<bool, StoreError> {
+    let mut tx = store.begin().await?;
+    let parts: Option<MessageParts> = sqlx::query_as(
+        "SELECT id, attempt, kind, spec, worker_group, data, data_time, timeout_ms, execute_user
+         FROM tasks WHERE id = $1 AND attempt = $2 AND status = 'ready' FOR UPDATE",
+    )
+    .bind(task_id)
+    .bind(attempt)
+    .fetch_optional(&mut *tx)
+    .await
+    .context("reading a ready attempt")?;
+    let Some(parts) = parts else {
+        return Ok(false);
+    };
+    enqueue_task_messages(&mut tx, topology, &[parts.message(attempt)]).await?;
+    tx.commit()
+        .await
+        .context("committing a republished attempt")?;
+    Ok(true)
+}
+
+/// A task's status and its current attempt as its row records it (the message that attempt
+/// should have), or None if no such task exists: how a worker tells a duplicate or stale
+/// message from one that differs from its row.
+pub async fn recorded_attempt(
+    store: &Store,
+    task_id: Uuid,
+) -> Result<Option<(TaskStatus, TaskMessage)>, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        status: String,
+        #[sqlx(flatten)]
+        parts: MessageParts,
+    }
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT status, id, attempt, kind, spec, worker_group, data, data_time, timeout_ms,
+                execute_user
+         FROM tasks WHERE id = $1",
+    )
+    .bind(task_id)
+    .fetch_optional(store.pool())
+    .await
+    .context("reading a task's current attempt")?;
+    Ok(row.map(|r| {
+        (
+            r.status.parse().unwrap_or(TaskStatus::Failed),
+            r.parts.message(r.parts.attempt),
+        )
+    }))
+}
+
+/// `running → succeeded | retrying | failed | killed` for attempts this worker ran: closes each
+/// attempt's row and writes each task's event to the outbox, all in one statement.
+///
+/// A rejected attempt uses the reject budget and a failed one the failed budget, never each
+/// other's: with budget left the task is `retrying` until `next_attempt_at` (the budget's interval
+/// with the task's backoff, see `retry_delay` in the migrations; for a rejection, no sooner than
+/// the job's Retry-After), else `failed` with the reason. A task that ends (not `retrying`) lets
+/// its job's blocked triggers fire again.
+///
+/// Returns the `(task, attempt)` pairs that moved, with the status each task moved to; an attempt
+/// missing from it is no longer this worker's (killed, or recovered elsewhere).
+pub async fn finish_attempts(
+    store: &Store,
+    topology: &Topology,
+    worker: &WorkerIdentity,
+    finished: &[FinishedAttempt],
+) -> Result<Vec<((Uuid, i32), TaskStatus)>, StoreError> {
+    // An abandoned attempt is a lost one (release_attempts), not an end this statement records.
+    let finished: Vec<&FinishedAttempt> = finished
+        .iter()
+        .filter(|f| !matches!(f.end, AttemptEnd::Abandoned(_)))
+        .collect();
+    let n = finished.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut attempts = Vec::with_capacity(n);
+    let mut outcomes = Vec::with_capacity(n);
+    let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut results = Vec::with_capacity(n);
+    let mut retry_after_ms = Vec::with_capacity(n);
+    for f in finished {
+        let (reason, result, retry_after) = match &f.end {
+            AttemptEnd::Succeeded(result) => (None, result.clone(), None),
+            AttemptEnd::Failed { result, reason } => (Some(*reason), result.clone(), None),
+            AttemptEnd::Rejected {
+                result,
+                retry_after,
+            } => (Some("rejected"), result.clone(), *retry_after),
+            AttemptEnd::Killed(result) => (Some("killed"), result.clone(), None),
+            AttemptEnd::Abandoned(result) => (Some("interrupted"), result.clone(), None),
+        };
+        ids.push(f.task_id);
+        attempts.push(f.attempt);
+        outcomes.push(f.end.outcome().as_str());
+        reasons.push(reason);
+        // A server's Retry-After is honoured up to a day.
+        retry_after_ms.push(retry_after.map_or(0, |d| {
+            i64::try_from(d.as_millis()).map_or(MAX_RETRY_AFTER_MS, |ms| ms.min(MAX_RETRY_AFTER_MS))
+        }));
+        results.push(storable(result));
+    }
+    let exit_codes: Vec<Option<i32>> = results.iter().map(|r| r.exit_code).collect();
+    let errors: Vec<Option<&str>> = results.iter().map(|r| r.error.as_deref()).collect();
+    let results: Vec<Json<&TaskResult>> = results.iter().map(Json).collect();
+    let moved: Vec<(Uuid, i32, String)> = sqlx::query_as(
+        r#"
+        WITH ends AS (
+            SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[],
+                                 $6::bigint[], $7::int[], $8::text[])
+                AS e(id, attempt, outcome, reason, result, retry_after_ms, exit_code, error)
+        ), done AS (
+            -- The fence (attempt, running, this worker) is in the UPDATE itself so that it is
+            -- re-checked on the row's latest version if a kill or recovery got there first; the
+            -- budgets are read from that same version.
+            UPDATE tasks t SET
+                -- a kill asked for while the attempt ran wins over a retry
+                status = CASE
+                    WHEN t.kill_requested_at IS NOT NULL AND e.outcome <> 'succeeded'
+                        THEN 'killed'
+                    WHEN retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
+                                      t.failed_retries) THEN 'retrying'
+                    WHEN e.outcome = 'rejected' THEN 'failed'
+                    ELSE e.outcome END,
+                rejects = t.rejects + (e.outcome = 'rejected')::int,
+                failures = t.failures + (e.outcome = 'failed')::int,
+                next_attempt_at = CASE
+                    WHEN t.kill_requested_at IS NOT NULL THEN NULL
+                    WHEN NOT retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
+                                          t.failed_retries) THEN NULL
+                    WHEN e.outcome = 'rejected' THEN now() + greatest(
+                        retry_delay(t.backoff, t.reject_interval_ms, t.rejects + 1),
+                        make_interval(secs => e.retry_after_ms / 1000.0))
+                    ELSE now() + retry_delay(t.backoff, t.failed_interval_ms, t.failures + 1)
+                    END,
+                finished_at = CASE
+                    WHEN t.kill_requested_at IS NULL
+                         AND retries_left(e.outcome, t.rejects, t.reject_retries, t.failures,
+                                          t.failed_retries) THEN NULL
+                    ELSE now() END,
+                reason = CASE WHEN t.kill_requested_at IS NOT NULL AND e.outcome <> 'succeeded'
+                              THEN 'killed' ELSE e.reason END,
+                result = e.result
+            FROM ends e
+            WHERE t.id = e.id AND t.attempt = e.attempt AND t.status = 'running'
+              AND t.worker_id = $9
+            RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time, e.outcome,
+                      t.reason, e.exit_code, e.error, e.result, now() AS at
+        ), attempt AS (
+            UPDATE task_attempts a
+            SET outcome = done.outcome, finished_at = done.at, exit_code = done.exit_code,
+                error = done.error, output = coalesce(done.result->>'output', a.output)
+            FROM done
+            WHERE a.task_id = done.id AND a.attempt = done.attempt
+        ), unblocked AS (
+            -- a job that allows one task at a time may fire again once its task has ended
+            UPDATE triggers SET state = 'waiting'
+            FROM done
+            WHERE triggers.job_id = done.job_id AND triggers.state = 'blocked'
+              AND done.status <> 'retrying'
+        ), event AS (
+            -- every event of the batch in one (batched) outbox row
+            INSERT INTO outbox (exchange, routing_key, body, batched)
+            SELECT $10, '', jsonb_agg(jsonb_build_object(
+                       'k', 'task.' || status || '.' || worker_group,
+                       'b', task_event(id, attempt, status, worker_group, job_id, data_time,
+                                       reason, at))), true
+            FROM done
+            HAVING count(*) > 0
+        )
+        SELECT id, attempt, status FROM done
+        "#,
+    )
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(&outcomes)
+    .bind(&reasons)
+    .bind(&results)
+    .bind(&retry_after_ms)
+    .bind(&exit_codes)
+    .bind(&errors)
+    .bind(worker.id)
+    .bind(topology.events_exchange())
+    .fetch_all(store.pool())
+    .await
+    .context("finishing attempts")?;
+    moved
+        .into_iter()
+        .map(|(id, attempt, status)| {
+            Ok(((id, attempt), crate::store::tasks::decode_status(&status)?))
+        })
+        .collect()
+}
+
+/// `retrying → ready` for tasks whose `next_attempt_at` has come: the next attempt's message goes
+/// to the outbox in the same transaction (delayed redelivery lives here, not in the broker).
+/// Returns how many were released.
+pub async fn release_due_retries(
+    store: &Store,
+    topology: &Topology,
+    limit: i64,
+) -> Result<usize, StoreError> {
+    let mut tx = store.begin().await?;
+    let released: Vec<MessageParts> = sqlx::query_as(
+        r#"
+        UPDATE tasks t
+        SET status = 'ready', attempt = t.attempt + 1, ready_at = now(), next_attempt_at = NULL,
+            worker_id = NULL, started_at = NULL
+        FROM (
+            SELECT id FROM tasks
+            WHERE status = 'retrying' AND next_attempt_at <= now()
+            ORDER BY next_attempt_at
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ) due
+        WHERE t.id = due.id
+        RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+                  t.timeout_ms, t.execute_user
+        "#,
+    )
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await
+    .context("releasing due retries")?;
+    let messages: Vec<TaskMessage> = released.iter().map(|r| r.message(r.attempt)).collect();
+    enqueue_task_messages(&mut tx, topology, &messages).await?;
+    tx.commit().await.context("committing released retries")?;
+    Ok(released.len())
+}

@@ -1,0 +1,382 @@
+//! How tasks come to be: ad-hoc submissions (one or a batch), trigger fires and `job run`,
+//! each with its task message or its `waiting` event in the outbox.
+
+use serde_json::json;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::Submitted;
+use crate::bus::Topology;
+use crate::model::{MESSAGE_VERSION, NewTask, TaskMessage};
+use crate::store::{Context, Store, StoreError, kind_routes};
+
+/// Creates a `ready` ad-hoc task and its task message, in one statement.
+///
+/// The group is resolved by [`kind_routes::resolve_group`]; an unknown kind is refused. With a
+/// client-chosen id that exists already, nothing is written.
+pub async fn submit(
+    store: &Store,
+    topology: &Topology,
+    task: NewTask,
+) -> Result<Submitted, StoreError> {
+    let mut submitted = submit_many(store, topology, vec![task]).await?;
+    submitted.pop().ok_or_else(|| StoreError::Database {
+        context: "submitting the task",
+        source: sqlx::Error::RowNotFound,
+    })
+}
+
+/// `(nothing) → ready` for a batch of ad-hoc tasks: every task and its task message in one
+/// statement (one commit). Returns one [`Submitted`] per task, in order. An unknown kind refuses
+/// the whole batch; tasks whose client-chosen id exists already are skipped.
+pub async fn submit_many(
+    store: &Store,
+    topology: &Topology,
+    tasks: Vec<NewTask>,
+) -> Result<Vec<Submitted>, StoreError> {
+    let mut groups_by_kind: std::collections::HashMap<(String, Option<String>), String> =
+        std::collections::HashMap::new();
+    let mut messages = Vec::with_capacity(tasks.len());
+    let mut settings = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let key = (task.kind.clone(), task.group.clone());
+        let group = match groups_by_kind.get(&key) {
+            Some(group) => group.clone(),
+            None => {
+                let group =
+                    kind_routes::resolve_group(store, &task.kind, task.group.as_deref()).await?;
+                groups_by_kind.insert(key, group.clone());
+                group
+            }
+        };
+        let or_empty = |v: serde_json::Value| if v.is_null() { json!({}) } else { v };
+        messages.push(TaskMessage {
+            v: MESSAGE_VERSION,
+            task_id: task.id.unwrap_or_else(Uuid::now_v7),
+            attempt: 1,
+            kind: task.kind,
+            group,
+            spec: or_empty(task.spec),
+            data: or_empty(task.data),
+            data_time: task.data_time,
+            timeout_ms: task.timeout_ms,
+            execute_user: task.execute_user,
+        });
+        let backoff = serde_json::to_value(task.backoff.unwrap_or_default())
+            .unwrap_or_else(|_| json!({"kind": "fixed"}));
+        settings.push((
+            task.priority.unwrap_or(5),
+            task.reject_retries.unwrap_or(0),
+            task.reject_interval_ms.unwrap_or(3000),
+            task.failed_retries.unwrap_or(0),
+            task.failed_interval_ms.unwrap_or(3000),
+            backoff,
+            task.requests_recovery.unwrap_or(false),
+            task.submit_user,
+        ));
+    }
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.task_id).collect();
+    let kinds: Vec<&str> = messages.iter().map(|m| m.kind.as_str()).collect();
+    let specs: Vec<Json<&serde_json::Value>> = messages.iter().map(|m| Json(&m.spec)).collect();
+    let groups: Vec<&str> = messages.iter().map(|m| m.group.as_str()).collect();
+    let data: Vec<Json<&serde_json::Value>> = messages.iter().map(|m| Json(&m.data)).collect();
+    let data_times: Vec<Option<jiff_sqlx::Timestamp>> = messages
+        .iter()
+        .map(|m| m.data_time.map(jiff_sqlx::Timestamp::from))
+        .collect();
+    let timeouts: Vec<Option<i64>> = messages.iter().map(|m| m.timeout_ms).collect();
+    let users: Vec<Option<&str>> = messages.iter().map(|m| m.execute_user.as_deref()).collect();
+    let bodies: Vec<Json<&TaskMessage>> = messages.iter().map(Json).collect();
+    let priorities: Vec<i32> = settings.iter().map(|s| s.0).collect();
+    let reject_retries: Vec<i32> = settings.iter().map(|s| s.1).collect();
+    let reject_intervals: Vec<i64> = settings.iter().map(|s| s.2).collect();
+    let failed_retries: Vec<i32> = settings.iter().map(|s| s.3).collect();
+    let failed_intervals: Vec<i64> = settings.iter().map(|s| s.4).collect();
+    let backoffs: Vec<Json<&serde_json::Value>> = settings.iter().map(|s| Json(&s.5)).collect();
+    let recovery: Vec<bool> = settings.iter().map(|s| s.6).collect();
+    let submitters: Vec<Option<&str>> = settings.iter().map(|s| s.7.as_deref()).collect();
+    let inserted: Vec<Uuid> = sqlx::query_scalar(
+        r#"
+        WITH new AS (
+            -- a client-chosen id given twice in one batch makes one task and one message
+            SELECT DISTINCT ON (id) * FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[],
+                                 $6::int[], $7::bigint[], $8::int[], $9::bigint[], $10::jsonb[],
+                                 $11::bigint[], $12::bool[], $13::timestamptz[], $14::jsonb[],
+                                 $15::text[], $16::text[], $17::jsonb[])
+                AS n(id, kind, spec, worker_group, priority, reject_retries, reject_interval_ms,
+                     failed_retries, failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                     data_time, data, submit_user, execute_user, body)
+        ), task AS (
+            INSERT INTO tasks (id, kind, spec, worker_group, priority, status, attempt,
+                               reject_retries, reject_interval_ms, failed_retries,
+                               failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                               data_time, data, submit_user, execute_user, ready_at)
+            SELECT id, kind, spec, worker_group, priority, 'ready', 1, reject_retries,
+                   reject_interval_ms, failed_retries, failed_interval_ms, backoff, timeout_ms,
+                   requests_recovery, data_time, data, submit_user, execute_user, now()
+            FROM new
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id
+        ), message AS (
+            -- every task message of the batch in one (batched) outbox row
+            INSERT INTO outbox (exchange, routing_key, body, batched)
+            SELECT $18, '', jsonb_agg(jsonb_build_object('k', new.worker_group, 'b', new.body)),
+                   true
+            FROM new JOIN task USING (id)
+            HAVING count(*) > 0
+        )
+        SELECT id FROM task
+        "#,
+    )
+    .bind(&ids)
+    .bind(&kinds)
+    .bind(&specs)
+    .bind(&groups)
+    .bind(&priorities)
+    .bind(&reject_retries)
+    .bind(&reject_intervals)
+    .bind(&failed_retries)
+    .bind(&failed_intervals)
+    .bind(&backoffs)
+    .bind(&timeouts)
+    .bind(&recovery)
+    .bind(&data_times)
+    .bind(&data)
+    .bind(&submitters)
+    .bind(&users)
+    .bind(&bodies)
+    .bind(topology.tasks_exchange())
+    .fetch_all(store.pool())
+    .await
+    .context("inserting the tasks")?;
+    let inserted: std::collections::HashSet<Uuid> = inserted.into_iter().collect();
+    Ok(ids
+        .into_iter()
+        .map(|id| Submitted {
+            id,
+            created: inserted.contains(&id),
+        })
+        .collect())
+}
+
+/// One fire of a trigger, as the scheduler records it.
+#[derive(Debug, Clone)]
+pub struct TriggerFire {
+    /// The trigger.
+    pub trigger_id: i64,
+    /// Its job.
+    pub job_id: i64,
+    /// The scheduled fire time: the task's data time, and when its message is released.
+    pub sched_time: jiff::Timestamp,
+    /// Priority of the fire.
+    pub priority: i32,
+    /// The task message (task id, spec, data …) to publish at `sched_time`.
+    pub message: TaskMessage,
+}
+
+/// `(nothing) → ready | waiting` for a batch of trigger fires, in the caller's transaction: one
+/// fired_triggers row and one task (copying its job's settings) per fire. A task of a job with
+/// upstream dependencies is created `waiting`, with a `task.waiting` event for the dependency
+/// service; any other task is `ready`, with its message in the outbox released at the fire time.
+/// A (trigger, scheduled time) that fired already makes nothing: the unique key is the
+/// exactly-once guarantee. Returns how many fires were new.
+pub async fn record_trigger_fires(
+    tx: &mut sqlx::PgConnection,
+    topology: &Topology,
+    instance_id: &str,
+    fires: &[TriggerFire],
+) -> Result<u64, StoreError> {
+    if fires.is_empty() {
+        return Ok(0);
+    }
+    let task_ids: Vec<Uuid> = fires.iter().map(|f| f.message.task_id).collect();
+    let trigger_ids: Vec<i64> = fires.iter().map(|f| f.trigger_id).collect();
+    let job_ids: Vec<i64> = fires.iter().map(|f| f.job_id).collect();
+    let times: Vec<jiff_sqlx::Timestamp> = fires.iter().map(|f| f.sched_time.into()).collect();
+    let data_times: Vec<jiff_sqlx::Timestamp> = fires
+        .iter()
+        .map(|f| f.message.data_time.unwrap_or(f.sched_time).into())
+        .collect();
+    let priorities: Vec<i32> = fires.iter().map(|f| f.priority).collect();
+    let data: Vec<Json<&serde_json::Value>> = fires.iter().map(|f| Json(&f.message.data)).collect();
+    let groups: Vec<&str> = fires.iter().map(|f| f.message.group.as_str()).collect();
+    let bodies: Vec<Json<&TaskMessage>> = fires.iter().map(|f| Json(&f.message)).collect();
+    // The row takes what its message says (the job as the scheduler read it), so a job changed
+    // between that read and this insert cannot make a genuine message differ from its row.
+    let kinds: Vec<&str> = fires.iter().map(|f| f.message.kind.as_str()).collect();
+    let specs: Vec<Json<&serde_json::Value>> =
+        fires.iter().map(|f| Json(&f.message.spec)).collect();
+    let timeouts: Vec<Option<i64>> = fires.iter().map(|f| f.message.timeout_ms).collect();
+    let users: Vec<Option<&str>> = fires
+        .iter()
+        .map(|f| f.message.execute_user.as_deref())
+        .collect();
+    let created: i64 = sqlx::query_scalar(
+        r#"
+        WITH fire AS (
+            SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::timestamptz[],
+                                 $5::int[], $6::jsonb[], $7::text[], $8::jsonb[],
+                                 $11::timestamptz[], $13::text[], $14::jsonb[], $15::bigint[],
+                                 $16::text[])
+                AS f(task_id, trigger_id, job_id, sched_time, priority, data, worker_group, body,
+                     data_time, kind, spec, timeout_ms, execute_user)
+        ), fired AS (
+            INSERT INTO fired_triggers (trigger_id, job_id, task_id, instance_id, sched_time,
+                                        priority)
+            SELECT trigger_id, job_id, task_id, $9, sched_time, priority FROM fire
+            ON CONFLICT (trigger_id, sched_time) DO NOTHING
+            RETURNING task_id
+        ), task AS (
+            INSERT INTO tasks (id, job_id, trigger_id, kind, spec, worker_group, priority, status,
+                               attempt, reject_retries, reject_interval_ms, failed_retries,
+                               failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                               data_time, data, submit_user, execute_user, ready_at)
+            SELECT f.task_id, j.id, f.trigger_id, f.kind, f.spec, f.worker_group, f.priority,
+                   CASE WHEN EXISTS (SELECT 1 FROM job_dependencies d WHERE d.job_id = j.id)
+                        THEN 'waiting' ELSE 'ready' END,
+                   1, j.reject_retries, j.reject_interval_ms, j.failed_retries,
+                   j.failed_interval_ms, j.backoff, f.timeout_ms, j.requests_recovery,
+                   f.data_time, f.data, j.submit_user, f.execute_user, f.sched_time
+            FROM fire f JOIN fired USING (task_id) JOIN jobs j ON j.id = f.job_id
+            RETURNING id, status, job_id, data_time, worker_group
+        ), message AS (
+            INSERT INTO outbox (exchange, routing_key, body, publish_at, headers)
+            SELECT $10, f.worker_group, f.body, f.sched_time,
+                   jsonb_build_object('x-chime-scheduled-time', f.sched_time)
+            FROM fire f JOIN task ON task.id = f.task_id
+            WHERE task.status = 'ready'
+        ), waiting AS (
+            INSERT INTO outbox (exchange, routing_key, body, publish_at)
+            SELECT $12, 'task.waiting.' || task.worker_group,
+                   task_event(task.id, 1, 'waiting', task.worker_group, task.job_id,
+                              task.data_time, NULL, now()),
+                   f.sched_time
+            FROM fire f JOIN task ON task.id = f.task_id
+            WHERE task.status = 'waiting'
+        )
+        SELECT count(*) FROM task
+        "#,
+    )
+    .bind(&task_ids)
+    .bind(&trigger_ids)
+    .bind(&job_ids)
+    .bind(&times)
+    .bind(&priorities)
+    .bind(&data)
+    .bind(&groups)
+    .bind(&bodies)
+    .bind(instance_id)
+    .bind(topology.tasks_exchange())
+    .bind(&data_times)
+    .bind(topology.events_exchange())
+    .bind(&kinds)
+    .bind(&specs)
+    .bind(&timeouts)
+    .bind(&users)
+    .fetch_one(tx)
+    .await
+    .context("recording trigger fires")?;
+    Ok(created as u64)
+}
+
+/// `(nothing) → ready` for a job run on demand (`chime job run`): a task with the job's settings,
+/// its data overlaid with `data`, for `data_time` (default now) truncated to the job's data-time
+/// period as a fire's would be, submitted by `submit_user`, published at once.
+pub async fn run_job_now(
+    store: &Store,
+    topology: &Topology,
+    group: &str,
+    name: &str,
+    data: serde_json::Value,
+    data_time: Option<jiff::Timestamp>,
+    submit_user: Option<&str>,
+) -> Result<Uuid, StoreError> {
+    crate::model::check_json("data", &data).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let size = data.to_string().len();
+    if size > crate::model::MAX_PAYLOAD_BYTES {
+        return Err(StoreError::Invalid(format!(
+            "data is {size} bytes, the limit is {}",
+            crate::model::MAX_PAYLOAD_BYTES
+        )));
+    }
+    #[derive(sqlx::FromRow)]
+    struct Job {
+        id: i64,
+        kind: String,
+        spec: Json<serde_json::Value>,
+        worker_group: String,
+        data: Json<serde_json::Value>,
+        timeout_ms: Option<i64>,
+        execute_user: Option<String>,
+        data_time_period: Option<String>,
+        now: jiff_sqlx::Timestamp,
+    }
+    let job: Option<Job> = sqlx::query_as(
+        "SELECT id, kind, spec, worker_group, data, timeout_ms, execute_user,
+                period_in_zone(data_time_period, data_time_zone) AS data_time_period,
+                now() AS now
+         FROM jobs WHERE group_name = $1 AND name = $2",
+    )
+    .bind(group)
+    .bind(name)
+    .fetch_optional(store.pool())
+    .await
+    .context("reading the job")?;
+    let job = job.ok_or_else(|| StoreError::NotFound(format!("job {group}.{name}")))?;
+    let mut merged = job.data.0;
+    if let (Some(base), Some(extra)) = (merged.as_object_mut(), data.as_object()) {
+        for (key, value) in extra {
+            base.insert(key.clone(), value.clone());
+        }
+    }
+    let message = TaskMessage {
+        v: MESSAGE_VERSION,
+        task_id: Uuid::now_v7(),
+        attempt: 1,
+        kind: job.kind,
+        group: job.worker_group,
+        spec: job.spec.0,
+        data: merged,
+        data_time: Some(crate::store::dependencies::data_time_of(
+            job.data_time_period.as_deref(),
+            data_time.unwrap_or(job.now.to_jiff()),
+        )),
+        timeout_ms: job.timeout_ms,
+        execute_user: job.execute_user,
+    };
+    sqlx::query(
+        r#"
+        WITH task AS (
+            INSERT INTO tasks (id, job_id, kind, spec, worker_group, priority, status, attempt,
+                               reject_retries, reject_interval_ms, failed_retries,
+                               failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                               data_time, data, submit_user, execute_user, ready_at)
+            -- kind, spec, group, timeout and user as the message says (the job as read above)
+            SELECT $1, j.id, $8, $9, $10, j.priority, 'ready', 1,
+                   j.reject_retries, j.reject_interval_ms, j.failed_retries, j.failed_interval_ms,
+                   j.backoff, $11, j.requests_recovery, $3, $4,
+                   coalesce($7, j.submit_user), $12, now()
+            FROM jobs j WHERE j.id = $2
+            RETURNING worker_group
+        )
+        INSERT INTO outbox (exchange, routing_key, body)
+        SELECT $5, worker_group, $6 FROM task
+        "#,
+    )
+    .bind(message.task_id)
+    .bind(job.id)
+    .bind(message.data_time.map(jiff_sqlx::Timestamp::from))
+    .bind(Json(&message.data))
+    .bind(topology.tasks_exchange())
+    .bind(Json(&message))
+    .bind(submit_user)
+    .bind(&message.kind)
+    .bind(Json(&message.spec))
+    .bind(&message.group)
+    .bind(message.timeout_ms)
+    .bind(message.execute_user.as_deref())
+    .execute(store.pool())
+    .await
+    .context("running the job")?;
+    Ok(message.task_id)
+}
