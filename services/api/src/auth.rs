@@ -77,6 +77,7 @@ pub fn required_role(method: &Method, path: &str) -> Role {
             Role::Operate
         }
         ["jobs" | "triggers", _, _, action] if operate_action(action) => Role::Operate,
+        ["jobs", _, _, "tasks", action] if operate_action(action) => Role::Operate,
         _ => Role::Admin,
     }
 }
@@ -295,6 +296,14 @@ mod tests {
         assert_eq!(required_role(&post, "/api/v1/tasks"), Role::Operate);
         assert_eq!(required_role(&post, "/api/v1/tasks/x/kill"), Role::Operate);
         assert_eq!(required_role(&post, "/api/v1/jobs/g/n/run"), Role::Operate);
+        assert_eq!(
+            required_role(&post, "/api/v1/jobs/g/n/tasks/rerun"),
+            Role::Operate
+        );
+        assert_eq!(
+            required_role(&Method::PATCH, "/api/v1/jobs/g/n"),
+            Role::Admin
+        );
         assert_eq!(
             required_role(&post, "/api/v1/jobs/g/n/dependencies"),
             Role::Admin

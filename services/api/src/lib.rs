@@ -110,6 +110,8 @@ pub fn router(state: AppState) -> Router {
             routes::jobs::delete_job
         ))
         .routes(routes!(routes::jobs::run_job))
+        .routes(routes!(routes::jobs::rerun_job_tasks))
+        .routes(routes!(routes::jobs::kill_job_tasks))
         .routes(routes!(
             routes::jobs::list_dependencies,
             routes::jobs::add_dependency

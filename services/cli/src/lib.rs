@@ -382,18 +382,24 @@ enum TaskCommand {
     /// downstream tasks that failed `upstream_failed` for the data times it feeds (through the
     /// whole DAG) wait again and run as their upstreams succeed.
     Rerun {
-        /// The task's id.
-        id: uuid::Uuid,
+        /// The task's id (or --job for many).
+        #[arg(required_unless_present = "job", conflicts_with = "job")]
+        id: Option<uuid::Uuid>,
         /// Also re-run every downstream task that had ended, succeeded ones too (Airflow's
         /// Clear → Downstream).
         #[arg(long)]
         downstream: bool,
+        #[command(flatten)]
+        bulk: commands::tasks::BulkArgs,
     },
     /// Kills a task: a running one's process group dies; a waiting, ready or retrying one is
     /// cancelled. Waits (up to 10 s) until a running task is recorded `killed`.
     Kill {
-        /// The task's id.
-        id: uuid::Uuid,
+        /// The task's id (or --job for many).
+        #[arg(required_unless_present = "job", conflicts_with = "job")]
+        id: Option<uuid::Uuid>,
+        #[command(flatten)]
+        bulk: commands::tasks::BulkArgs,
     },
 }
 
@@ -545,11 +551,23 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Task(TaskCommand::Show { id, json }) => {
             commands::tasks::show(&client(&settings(global, None)?)?, id, json).await
         }
-        Command::Task(TaskCommand::Kill { id }) => {
-            commands::tasks::kill(&client(&settings(global, None)?)?, id).await
+        Command::Task(TaskCommand::Kill { id, bulk }) => {
+            let client = client(&settings(global, None)?)?;
+            match id {
+                Some(id) => commands::tasks::kill(&client, id).await,
+                None => commands::tasks::bulk(&client, "kill", bulk, false).await,
+            }
         }
-        Command::Task(TaskCommand::Rerun { id, downstream }) => {
-            commands::tasks::rerun(&client(&settings(global, None)?)?, id, downstream).await
+        Command::Task(TaskCommand::Rerun {
+            id,
+            downstream,
+            bulk,
+        }) => {
+            let client = client(&settings(global, None)?)?;
+            match id {
+                Some(id) => commands::tasks::rerun(&client, id, downstream).await,
+                None => commands::tasks::bulk(&client, "rerun", bulk, downstream).await,
+            }
         }
         Command::Backfill(args) => {
             commands::jobs::backfills(&client(&settings(global, None)?)?, args).await

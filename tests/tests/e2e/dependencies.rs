@@ -647,3 +647,101 @@ async fn a_failed_chain_recovers_with_one_rerun() -> Result<()> {
     let _ = std::fs::remove_file(&flag);
     env.cleanup().await
 }
+
+/// `chime task rerun --job J --status failed --data-time-from … --data-time-to …`: every failed
+/// run of the job in the range, in one transaction, with a dry run first; and the same for kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_failed_runs_in_a_range_rerun_and_kill_in_one_step() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let flag = std::env::temp_dir().join(format!("chime-flag-{}", Uuid::now_v7()));
+    let script = format!("test -f {}", flag.display());
+    chime_ok(
+        &env,
+        &[
+            "job", "create", "load", "--kind", "shell", "--script", &script,
+        ],
+    )
+    .await?;
+    let days = [
+        "2026-11-20T00:00:00Z",
+        "2026-11-21T00:00:00Z",
+        "2026-11-22T00:00:00Z",
+    ];
+    let mut ids = Vec::new();
+    for day in days {
+        let id: Uuid = chime_ok(&env, &["job", "run", "load", "--data-time", day])
+            .await?
+            .parse()?;
+        assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Failed);
+        ids.push(id);
+    }
+    std::fs::write(&flag, "")?;
+    let range = [
+        "--job",
+        "load",
+        "--status",
+        "failed",
+        "--data-time-from",
+        days[1],
+        "--data-time-to",
+        days[2],
+    ];
+    // A dry run names the two in range and changes nothing.
+    let mut dry = vec!["task", "rerun"];
+    dry.extend_from_slice(&range);
+    dry.push("--dry-run");
+    let out = env.chime(&dry).await?;
+    ensure!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout)?;
+    assert!(
+        said.contains("2 task(s) of default.load would be re-run"),
+        "{said}"
+    );
+    assert!(said.contains(&ids[1].to_string()) && said.contains(&ids[2].to_string()));
+    assert_eq!(env.task(ids[1]).await?.status, TaskStatus::Failed);
+
+    let mut rerun = vec!["task", "rerun"];
+    rerun.extend_from_slice(&range);
+    let out = env.chime(&rerun).await?;
+    ensure!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8(out.stdout)?.contains("2 task(s) of default.load re-run"));
+    for id in &ids[1..] {
+        let task = env.wait_terminal(*id).await?;
+        assert_eq!((task.status, task.attempt), (TaskStatus::Succeeded, 2));
+    }
+    // Outside the range: untouched.
+    let first = env.task(ids[0]).await?;
+    assert_eq!((first.status, first.attempt), (TaskStatus::Failed, 1));
+
+    // Kill: a job's runs that have not ended, in one statement.
+    chime_ok(
+        &env,
+        &[
+            "job", "create", "slow", "--kind", "shell", "--script", "sleep 60",
+        ],
+    )
+    .await?;
+    let mut slow = Vec::new();
+    for day in &days[..2] {
+        slow.push(
+            chime_ok(&env, &["job", "run", "slow", "--data-time", day])
+                .await?
+                .parse::<Uuid>()?,
+        );
+    }
+    let out = env.chime(&["task", "kill", "--job", "slow"]).await?;
+    ensure!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8(out.stdout)?.contains("2 task(s) of default.slow killed"));
+    for id in slow {
+        assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Killed);
+    }
+    // Bad input: an unknown status is named, and nothing changes.
+    let out = env
+        .chime(&["task", "rerun", "--job", "load", "--status", "lost"])
+        .await?;
+    assert!(!out.status.success());
+    assert!(String::from_utf8(out.stderr)?.contains("status \"lost\""));
+    let _ = std::fs::remove_file(&flag);
+    env.cleanup().await
+}

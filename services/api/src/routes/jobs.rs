@@ -8,6 +8,7 @@ use chime_core::store::backfills::{self, BackfillView, NewBackfill};
 use chime_core::store::calendars::{self, NamedCalendar};
 use chime_core::store::dependencies::{self, DependencyView, JobDependencies, NewDependency};
 use chime_core::store::jobs::{self, JobUpdate, JobView, NewJob};
+use chime_core::store::task_lifecycle;
 use chime_core::store::triggers::{self, NewTrigger, TriggerUpdate, TriggerView};
 use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
@@ -270,6 +271,114 @@ async fn may_run_jobs_of(
             .map_err(|why| ApiError::new(StatusCode::FORBIDDEN, format!("job {job}: {why}")))?;
     }
     Ok(())
+}
+
+/// Which of a job's tasks a bulk rerun or kill picks, and how.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkRequest {
+    /// Only tasks in these statuses (default: every ended one for a rerun, every one not ended
+    /// for a kill).
+    #[serde(default)]
+    pub status: Option<Vec<String>>,
+    /// Only data times at or after this (RFC 3339).
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub data_time_from: Option<jiff::Timestamp>,
+    /// Only data times at or before this (RFC 3339).
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub data_time_to: Option<jiff::Timestamp>,
+    /// A rerun also re-runs every downstream task that had ended.
+    #[serde(default)]
+    pub downstream: bool,
+    /// Change nothing: answer with what would be done.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl BulkRequest {
+    fn pick(&self, job_id: i64, allowed: &[&str]) -> Result<task_lifecycle::JobTasks, ApiError> {
+        if let Some(statuses) = &self.status
+            && let Some(bad) = statuses.iter().find(|s| !allowed.contains(&s.as_str()))
+        {
+            return Err(ApiError::bad_request(format!(
+                "status {bad:?}: use {}",
+                allowed.join(", ")
+            )));
+        }
+        if let (Some(from), Some(to)) = (self.data_time_from, self.data_time_to)
+            && from > to
+        {
+            return Err(ApiError::bad_request(
+                "data_time_from is after data_time_to".to_string(),
+            ));
+        }
+        Ok(task_lifecycle::JobTasks {
+            job_id,
+            statuses: self.status.clone(),
+            data_time_from: self.data_time_from,
+            data_time_to: self.data_time_to,
+        })
+    }
+}
+
+/// Re-runs, in one transaction, every ended task of a job that the body picks (by status and
+/// data-time range), each as `POST /api/v1/tasks/{id}/rerun` does (its `upstream_failed`
+/// descendants wait again; `downstream`: every ended descendant). `dry_run` reports only.
+#[utoipa::path(post, path = "/api/v1/jobs/{group}/{name}/tasks/rerun", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path)), request_body = BulkRequest,
+    responses((status = 200, body = task_lifecycle::BulkOutcome), (status = 400, body = ErrorBody),
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn rerun_job_tasks(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((group, name)): Path<(String, String)>,
+    ApiJson(request): ApiJson<BulkRequest>,
+) -> Result<Json<task_lifecycle::BulkOutcome>, ApiError> {
+    let job = jobs::get(&state.store, &group, &name).await?;
+    // The job's commands and every downstream job's run again as their users.
+    may_run_jobs_of(&state, &caller, &group, &name, true).await?;
+    let pick = request.pick(job.id, &["failed", "killed", "succeeded"])?;
+    Ok(Json(
+        task_lifecycle::rerun_job_tasks(
+            &state.store,
+            state.broker.topology(),
+            &pick,
+            request.downstream,
+            request.dry_run,
+        )
+        .await?,
+    ))
+}
+
+/// Kills, in one statement, every task of a job not ended yet that the body picks (by status
+/// and data-time range), each as `POST /api/v1/tasks/{id}/kill` does. `dry_run` reports only.
+#[utoipa::path(post, path = "/api/v1/jobs/{group}/{name}/tasks/kill", tag = "jobs",
+    params(("group" = String, Path), ("name" = String, Path)), request_body = BulkRequest,
+    responses((status = 200, body = task_lifecycle::BulkOutcome), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn kill_job_tasks(
+    State(state): State<AppState>,
+    Path((group, name)): Path<(String, String)>,
+    ApiJson(request): ApiJson<BulkRequest>,
+) -> Result<Json<task_lifecycle::BulkOutcome>, ApiError> {
+    let job = jobs::get(&state.store, &group, &name).await?;
+    if request.downstream {
+        return Err(ApiError::bad_request(
+            "downstream: a kill takes only the job's own tasks".to_string(),
+        ));
+    }
+    let pick = request.pick(job.id, &["waiting", "ready", "retrying", "running"])?;
+    Ok(Json(
+        task_lifecycle::kill_job_tasks(
+            &state.store,
+            state.broker.topology(),
+            &pick,
+            request.dry_run,
+        )
+        .await?,
+    ))
 }
 
 /// Runs a job now (a task outside its triggers).

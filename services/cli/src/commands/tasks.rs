@@ -312,6 +312,78 @@ pub async fn kill(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
     Ok(())
 }
 
+/// Many tasks of one job, for `chime task rerun|kill --job …`.
+#[derive(Debug, clap::Args)]
+pub struct BulkArgs {
+    /// Every task of this job (`group.name`, or `name` in the default group) that the other
+    /// options pick, in one transaction; prints how many.
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Only tasks in this status (repeatable; default: every ended one for rerun, every one not
+    /// ended for kill).
+    #[arg(long, requires = "job")]
+    pub status: Vec<String>,
+    /// Only data times at or after this (RFC 3339).
+    #[arg(long, requires = "job")]
+    pub data_time_from: Option<jiff::Timestamp>,
+    /// Only data times at or before this (RFC 3339).
+    #[arg(long, requires = "job")]
+    pub data_time_to: Option<jiff::Timestamp>,
+    /// Change nothing; print what would be done.
+    #[arg(long, requires = "job")]
+    pub dry_run: bool,
+}
+
+/// `chime task rerun|kill --job J …`: one call, one transaction; prints the count and the ids.
+pub async fn bulk(
+    client: &ApiClient,
+    action: &str,
+    args: BulkArgs,
+    downstream: bool,
+) -> Result<()> {
+    let job = args.job.unwrap_or_default();
+    let (group, name) = job.split_once('.').unwrap_or(("default", job.as_str()));
+    let body = serde_json::json!({
+        "status": (!args.status.is_empty()).then_some(&args.status),
+        "data_time_from": args.data_time_from,
+        "data_time_to": args.data_time_to,
+        "downstream": downstream,
+        "dry_run": args.dry_run,
+    });
+    let (_, done): (_, chime_core::store::task_lifecycle::BulkOutcome) = client
+        .post(
+            &format!(
+                "/api/v1/jobs/{}/{}/tasks/{action}",
+                super::path_segment(group),
+                super::path_segment(name)
+            ),
+            &body,
+        )
+        .await?;
+    let verb = match (action, args.dry_run) {
+        ("kill", false) => "killed (a running one: its kill sent)",
+        ("kill", true) => "would be killed",
+        (_, false) => "re-run",
+        (_, true) => "would be re-run",
+    };
+    println!("{} task(s) of {group}.{name} {verb}", done.tasks.len());
+    if !done.downstream_waiting.is_empty() {
+        let wait = if args.dry_run {
+            "would wait"
+        } else {
+            "waiting"
+        };
+        println!(
+            "{} downstream task(s) {wait} again",
+            done.downstream_waiting.len()
+        );
+    }
+    for id in &done.tasks {
+        println!("{id}");
+    }
+    Ok(())
+}
+
 /// Re-runs a task that has ended; its `upstream_failed` descendants (with `downstream`, every
 /// ended one) wait again.
 pub async fn rerun(client: &ApiClient, id: uuid::Uuid, downstream: bool) -> Result<()> {
