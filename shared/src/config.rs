@@ -129,9 +129,9 @@ pub struct WorkerSettings {
     /// How many tasks it runs at once.
     pub concurrency: u16,
     /// How many unacked deliveries it holds per queue (default: the concurrency). A delivery is
-    /// acked when its task's outcome is committed, so by default a worker holds no more tasks
-    /// than it has slots, and a task never waits behind a busy worker while another has a slot
-    /// free. More saves a broker round trip per short task, at the price of tasks waiting
+    /// acked when its task's outcome is committed, so by default a worker of one group holds no
+    /// more tasks than it has slots, and a task never waits behind a busy worker while another
+    /// has a slot free (a worker of several groups holds up to this many per group). More saves a broker round trip per short task, at the price of tasks waiting
     /// unacked behind long ones; deliveries beyond the running ones go back to the queue if the
     /// worker stops.
     #[serde(default)]

@@ -405,7 +405,17 @@ pub async fn patch(
             .map_err(|e| StoreError::Invalid(format!("reading the job: {e}")))?;
         super::patch::check(patch, &["group", "name"], &before)?;
         let mut after = before.clone();
-        super::patch::merge(&mut after, patch);
+        super::patch::merge_settings(&mut after, patch, &["spec", "data", "backoff"]);
+        // A new kind finds its own worker group (its route), as a created job does, unless the
+        // patch names one.
+        if patch
+            .get("kind")
+            .is_some_and(|k| Some(k) != before.get("kind"))
+            && patch.get("worker_group").is_none()
+            && let Some(fields) = after.as_object_mut()
+        {
+            fields.remove("worker_group");
+        }
         let job: NewJob = serde_json::from_value(after)
             .map_err(|e| StoreError::Invalid(format!("the job's settings: {e}")))?;
         may_run_as(job.execute_user.as_deref()).map_err(StoreError::Forbidden)?;

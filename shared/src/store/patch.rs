@@ -64,6 +64,49 @@ pub fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// Lays `patch` over `target` as [`merge`] does, except that the `whole` settings (an executor's
+/// input, a schedule: objects whose keys belong together) are replaced, never merged key by key:
+/// a new URL must not keep the old one's headers.
+pub fn merge_settings(target: &mut Value, patch: &Value, whole: &[&str]) {
+    if let (Value::Object(target), Value::Object(patch)) = (&mut *target, patch) {
+        for field in whole {
+            if patch.get(*field).is_some_and(|v| !v.is_null()) {
+                target.remove(*field);
+            }
+        }
+    }
+    merge(target, patch);
+}
+
+/// `changes` as the audit trail keeps them: the values of an executor input's `headers` and
+/// `env` (where credentials live) are masked, their names kept.
+pub fn redacted(changes: &[Change]) -> Vec<Change> {
+    let mask = |value: &Value| {
+        let mut value = value.clone();
+        if let Some(spec) = value.as_object_mut() {
+            for secret in ["headers", "env"] {
+                if let Some(Value::Object(entries)) = spec.get_mut(secret) {
+                    for entry in entries.values_mut() {
+                        *entry = Value::String("(redacted)".into());
+                    }
+                }
+            }
+        }
+        value
+    };
+    changes
+        .iter()
+        .map(|c| match c.field.as_str() {
+            "spec" => Change {
+                field: c.field.clone(),
+                before: mask(&c.before),
+                after: mask(&c.after),
+            },
+            _ => c.clone(),
+        })
+        .collect()
+}
+
 /// The top-level settings that differ between `before` and `after` (both objects), in the
 /// order of `after`'s keys, then those only `before` has.
 pub fn changes(before: &Value, after: &Value) -> Vec<Change> {
@@ -108,6 +151,17 @@ mod tests {
             job,
             json!({"kind": "shell", "timeout_ms": 5000, "data": {"a": 1, "c": 3}})
         );
+    }
+
+    #[test]
+    fn a_whole_setting_is_replaced_not_merged() {
+        let mut job = json!({"spec": {"url": "https://old", "headers": {"Authorization": "x"}}});
+        merge_settings(
+            &mut job,
+            &json!({"spec": {"url": "https://new"}}),
+            &["spec"],
+        );
+        assert_eq!(job, json!({"spec": {"url": "https://new"}}));
     }
 
     #[test]

@@ -441,27 +441,3 @@ pub async fn execute_user(store: &Store, id: Uuid) -> Result<Option<String>, Sto
             .context("reading a task's execute user")?;
     row.ok_or(StoreError::TaskNotFound(id))
 }
-
-/// The OS users of every job downstream of a task's job, as `(group.name, execute_user)`: the
-/// users a re-run of the task may have commands run as, through the downstream tasks it brings
-/// back (empty for an ad-hoc task).
-pub async fn downstream_execute_users(
-    store: &Store,
-    id: Uuid,
-) -> Result<Vec<(String, Option<String>)>, StoreError> {
-    sqlx::query_as(
-        r#"
-        WITH RECURSIVE reach (id) AS (
-            SELECT d.job_id FROM tasks t JOIN job_dependencies d ON d.depends_on_job_id = t.job_id
-            WHERE t.id = $1
-            UNION
-            SELECT d.job_id FROM reach JOIN job_dependencies d ON d.depends_on_job_id = reach.id
-        )
-        SELECT j.group_name || '.' || j.name, j.execute_user FROM reach JOIN jobs j USING (id)
-        "#,
-    )
-    .bind(id)
-    .fetch_all(store.pool())
-    .await
-    .context("reading the execute users downstream of a task")
-}

@@ -431,7 +431,7 @@ pub async fn patch(
     let before = json(&current)?;
     super::patch::check(patch, &["group", "name"], &before)?;
     let mut after = before.clone();
-    super::patch::merge(&mut after, patch);
+    super::patch::merge_settings(&mut after, patch, &["schedule", "data"]);
     let trigger: NewTrigger = serde_json::from_value(after)
         .map_err(|e| StoreError::Invalid(format!("the trigger's settings: {e}")))?;
     let job_group = trigger.job_group.as_deref().unwrap_or("default");

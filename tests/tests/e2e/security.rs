@@ -1033,6 +1033,33 @@ async fn run_backfill_and_rerun_need_the_jobs_execute_user() -> Result<()> {
         "a refused rerun changed nothing"
     );
     assert_eq!(status_of(rerun(&daemon_operator)).await?, StatusCode::OK);
+    // A task keeps the user it was made with: once the job no longer names daemon, re-running
+    // its old runs in bulk still needs daemon, and a refusal changes nothing.
+    let old_runs: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT t.id FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE j.name = 'as_daemon'",
+    )
+    .fetch_all(env.store.pool())
+    .await?;
+    for id in &old_runs {
+        env.wait_terminal(*id).await?;
+    }
+    let unnamed = client
+        .patch(format!("{api}/api/v1/jobs/default/as_daemon"))
+        .bearer_auth(&admin)
+        .json(&json!({"execute_user": null}));
+    assert_eq!(status_of(unnamed).await?, StatusCode::OK);
+    let bulk = client
+        .post(format!("{api}/api/v1/jobs/default/as_daemon/tasks/rerun"))
+        .bearer_auth(&operator)
+        .json(&json!({}));
+    assert_eq!(status_of(bulk).await?, StatusCode::FORBIDDEN);
+    for id in &old_runs {
+        assert_eq!(
+            env.task(*id).await?.attempt,
+            1,
+            "a refused bulk rerun changed nothing"
+        );
+    }
     let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE submit_user = 'ci'")
         .fetch_one(env.store.pool())
         .await?;

@@ -95,7 +95,7 @@ pub async fn patch_job(
 fn audited(update: &JobUpdate) -> Extension<AuditDetail> {
     Extension(AuditDetail {
         object: Some(format!("job {}.{}", update.job.group, update.job.name)),
-        changes: update.changes.clone(),
+        changes: chime_core::store::patch::redacted(&update.changes),
     })
 }
 
@@ -337,9 +337,10 @@ pub async fn rerun_job_tasks(
     ApiJson(request): ApiJson<BulkRequest>,
 ) -> Result<Json<task_lifecycle::BulkOutcome>, ApiError> {
     let job = jobs::get(&state.store, &group, &name).await?;
-    // The job's commands and every downstream job's run again as their users.
-    may_run_jobs_of(&state, &caller, &group, &name, true).await?;
     let pick = request.pick(job.id, &["failed", "killed", "succeeded"])?;
+    // Each task re-run or reopened runs as the user it was made with: checked on those rows,
+    // inside the transaction.
+    let may_run_as = |user: Option<&str>| caller.0.check_execute_user(user);
     Ok(Json(
         task_lifecycle::rerun_job_tasks(
             &state.store,
@@ -347,6 +348,7 @@ pub async fn rerun_job_tasks(
             &pick,
             request.downstream,
             request.dry_run,
+            &may_run_as,
         )
         .await?,
     ))

@@ -234,18 +234,19 @@ pub async fn rerun_task(
     Query(params): Query<RerunParams>,
 ) -> Result<Json<RerunView>, ApiError> {
     let id = parse_id(&id)?;
-    // A re-run runs the task's command again as its user, and the downstream tasks' commands as
-    // theirs: the caller must be allowed each user, as a submitter is.
-    let user = tasks::execute_user(&state.store, id).await?;
-    may_execute_as(&caller, user.as_deref())?;
-    for (job, user) in tasks::downstream_execute_users(&state.store, id).await? {
-        caller
-            .0
-            .check_execute_user(user.as_deref())
-            .map_err(|why| ApiError::new(StatusCode::FORBIDDEN, format!("job {job}: {why}")))?;
-    }
-    let downstream_waiting =
-        task_lifecycle::rerun(&state.store, state.broker.topology(), id, params.downstream).await?;
+    // A re-run runs the task's command again as its user, and the commands of the downstream
+    // tasks it reopens as theirs: the caller must be allowed each user, as a submitter is. Each
+    // task keeps the user it was made with, whatever its job says now, so the check is made on
+    // those rows inside the rerun's transaction.
+    let may_run_as = |user: Option<&str>| caller.0.check_execute_user(user);
+    let downstream_waiting = task_lifecycle::rerun(
+        &state.store,
+        state.broker.topology(),
+        id,
+        params.downstream,
+        &may_run_as,
+    )
+    .await?;
     Ok(Json(RerunView {
         task: tasks::get(&state.store, id).await?,
         downstream_waiting,

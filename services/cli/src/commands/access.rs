@@ -120,14 +120,17 @@ pub async fn audit(
                 time(Some(e.at)),
                 e.actor.clone(),
                 e.action.clone(),
-                e.object.clone().unwrap_or_else(|| e.target.clone()),
+                e.object.clone().unwrap_or_default(),
+                e.target.clone(),
                 e.status.to_string(),
                 super::jobs::describe_changes(&e.changes),
             ]
         })
         .collect();
     table(
-        &["AT", "ACTOR", "ACTION", "TARGET", "STATUS", "CHANGES"],
+        &[
+            "AT", "ACTOR", "ACTION", "TARGET", "PATH", "STATUS", "CHANGES",
+        ],
         &rows,
     );
     Ok(())

@@ -46,6 +46,7 @@ pub async fn advance_dependent(
     lineage: Option<(i64, bool)>,
 ) -> Result<Advanced, StoreError> {
     let mut tx = store.begin().await?;
+    lock_run(&mut tx, job_id, data_time).await?;
     let label = match outcome {
         DependencyOutcome::Met => "ready",
         DependencyOutcome::UpstreamFailed => "failed",
@@ -305,12 +306,7 @@ pub async fn record_blocked(
     data_time: jiff::Timestamp,
 ) -> Result<Option<Uuid>, StoreError> {
     let mut tx = store.begin().await?;
-    // Two dependency services hearing the same failure make one task.
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-        .bind(format!("chime-blocked-{job_id}-{data_time}"))
-        .execute(&mut *tx)
-        .await
-        .context("taking the blocked run's lock")?;
+    lock_run(&mut tx, job_id, data_time).await?;
     let made: Option<Uuid> = sqlx::query_scalar(
         r#"
         WITH task AS (
@@ -347,4 +343,21 @@ pub async fn record_blocked(
     .context("recording the blocked run")?;
     tx.commit().await.context("committing the blocked run")?;
     Ok(made)
+}
+
+/// Serialises what decides a (job, data time)'s run in the dependency service: advancing it and
+/// recording it blocked. Without it, a blocked run recorded while its upstream's re-run advances
+/// it (neither sees the other's uncommitted task) would make a second task for the data time.
+async fn lock_run(
+    tx: &mut sqlx::PgConnection,
+    job_id: i64,
+    data_time: jiff::Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .bind(i32::try_from(job_id % i64::from(i32::MAX)).unwrap_or_default())
+        .bind(data_time.to_string())
+        .execute(tx)
+        .await
+        .context("taking the run's lock")?;
+    Ok(())
 }

@@ -99,7 +99,7 @@ pub use downstream::{
     promote_backfill, record_blocked,
 };
 pub use operator::{
-    BulkOutcome, JobTasks, KillOutcome, kill, kill_job_tasks, rerun, rerun_job_tasks,
+    BulkOutcome, JobTasks, KillOutcome, MayRunAs, kill, kill_job_tasks, rerun, rerun_job_tasks,
 };
 pub use recovery::{
     LostScope, Release, groups_with_stale_ready, recover_lost_attempts, release_attempts,

@@ -74,6 +74,7 @@ pub async fn rerun(
     topology: &Topology,
     task_id: Uuid,
     downstream: bool,
+    may_run_as: &MayRunAs<'_>,
 ) -> Result<Vec<Uuid>, StoreError> {
     let mut tx = store.begin().await?;
     let current: Option<String> =
@@ -88,9 +89,17 @@ pub async fn rerun(
             "task {task_id} is {current}: only a task that has ended can be re-run"
         )));
     }
-    let reopened = rerun_in(&mut tx, topology, &[task_id], downstream).await?;
+    let reopened = rerun_in(&mut tx, topology, &[task_id], downstream, may_run_as).await?;
     tx.commit().await.context("committing the rerun")?;
     Ok(reopened)
+}
+
+/// Whether the caller may have commands run as an OS user (`None`: the worker's default user);
+/// the reason it may not.
+pub type MayRunAs<'a> = dyn Fn(Option<&str>) -> Result<(), String> + Send + Sync + 'a;
+
+fn check_user(may_run_as: &MayRunAs<'_>, user: Option<&str>, task: Uuid) -> Result<(), StoreError> {
+    may_run_as(user).map_err(|why| StoreError::Forbidden(format!("task {task}: {why}")))
 }
 
 /// Which tasks of one job a bulk rerun or kill picks.
@@ -125,6 +134,7 @@ pub async fn rerun_job_tasks(
     pick: &JobTasks,
     downstream: bool,
     dry_run: bool,
+    may_run_as: &MayRunAs<'_>,
 ) -> Result<BulkOutcome, StoreError> {
     let mut tx = store.begin().await?;
     let ids: Vec<Uuid> = sqlx::query_scalar(
@@ -143,7 +153,7 @@ pub async fn rerun_job_tasks(
     .fetch_all(&mut *tx)
     .await
     .context("picking the job's tasks to re-run")?;
-    let mut downstream_waiting = rerun_in(&mut tx, topology, &ids, downstream).await?;
+    let mut downstream_waiting = rerun_in(&mut tx, topology, &ids, downstream, may_run_as).await?;
     // A task of the job that is also downstream of another picked one is re-run, not waiting.
     downstream_waiting.retain(|id| !ids.contains(id));
     if dry_run {
@@ -204,6 +214,7 @@ async fn rerun_in(
     topology: &Topology,
     ids: &[Uuid],
     downstream: bool,
+    may_run_as: &MayRunAs<'_>,
 ) -> Result<Vec<Uuid>, StoreError> {
     #[derive(sqlx::FromRow)]
     struct Row {
@@ -226,6 +237,11 @@ async fn rerun_in(
     .fetch_all(&mut *tx)
     .await
     .context("re-running tasks")?;
+    // Each task runs as the user it was made with, whatever its job says now: that is the user
+    // the caller must be allowed. A refusal returns before the commit, so nothing changes.
+    for row in &rows {
+        check_user(may_run_as, row.parts.execute_user.as_deref(), row.parts.id)?;
+    }
     let messages: Vec<TaskMessage> = rows
         .iter()
         .map(|r| r.parts.message(r.parts.attempt))
@@ -235,8 +251,15 @@ async fn rerun_in(
     for row in &rows {
         if let (Some(job_id), Some(data_time)) = (row.job_id, row.parts.data_time) {
             reopened.extend(
-                reopen_downstream(&mut *tx, topology, job_id, data_time.to_jiff(), downstream)
-                    .await?,
+                reopen_downstream(
+                    &mut *tx,
+                    topology,
+                    job_id,
+                    data_time.to_jiff(),
+                    downstream,
+                    may_run_as,
+                )
+                .await?,
             );
         }
     }
@@ -254,6 +277,7 @@ async fn reopen_downstream(
     job_id: i64,
     data_time: jiff::Timestamp,
     all_ended: bool,
+    may_run_as: &MayRunAs<'_>,
 ) -> Result<Vec<Uuid>, StoreError> {
     use std::collections::BTreeSet;
     let mut seen: BTreeSet<(i64, jiff::Timestamp)> = BTreeSet::new();
@@ -276,7 +300,7 @@ async fn reopen_downstream(
             if !seen.insert((down.job_id, their_time)) {
                 continue;
             }
-            let ids: Vec<Uuid> = sqlx::query_scalar(
+            let moved: Vec<(Uuid, Option<String>)> = sqlx::query_as(
                 r#"
                 WITH moved AS (
                     UPDATE tasks t SET status = 'waiting',
@@ -289,7 +313,8 @@ async fn reopen_downstream(
                     WHERE t.job_id = $1 AND t.data_time = $2 AND t.backfill_id IS NULL
                       AND ((t.status = 'failed' AND t.reason = 'upstream_failed')
                            OR ($3 AND t.status IN ('succeeded', 'failed', 'killed')))
-                    RETURNING t.id, t.attempt, t.worker_group, t.job_id, t.data_time
+                    RETURNING t.id, t.attempt, t.worker_group, t.job_id, t.data_time,
+                              t.execute_user
                 ), forgotten AS (
                     DELETE FROM dependency_advances
                     WHERE job_id = $1 AND data_time = $2 AND EXISTS (SELECT 1 FROM moved)
@@ -300,7 +325,7 @@ async fn reopen_downstream(
                                       NULL, now())
                     FROM moved
                 )
-                SELECT id FROM moved
+                SELECT id, execute_user FROM moved
                 "#,
             )
             .bind(down.job_id)
@@ -310,7 +335,10 @@ async fn reopen_downstream(
             .fetch_all(&mut *tx)
             .await
             .context("reopening downstream tasks")?;
-            reopened.extend(ids);
+            for (id, user) in &moved {
+                check_user(may_run_as, user.as_deref(), *id)?;
+            }
+            reopened.extend(moved.into_iter().map(|(id, _)| id));
             frontier.push((down.job_id, their_time));
         }
     }
