@@ -256,10 +256,15 @@ async function overviewPage(main) {
         h("td", {}, g.queue_depth ?? "?"), h("td", {}, g.consumers ?? "?"))));
     const next = triggers.filter((t) => t.next_fire_time && t.state === "waiting")
       .sort((a, b) => a.next_fire_time.localeCompare(b.next_fire_time)).slice(0, 8);
+    const alive = data.services_alive || {};
     main.replaceChildren(
+      (data.warnings || []).length ? section("Stalled", h("ul", { class: "warnings" },
+        data.warnings.map((w) => h("li", { class: "error" }, w)))) : "",
       section("Tasks", h("div", { class: "cards" }, cards)),
       section("System", h("dl", {},
         h("dt", {}, "schedulers alive"), h("dd", {}, link("/schedulers", String(data.schedulers_alive))),
+        h("dt", {}, "dependency services alive"), h("dd", {}, link("/schedulers", String(alive.dependency ?? 0))),
+        h("dt", {}, "API instances alive"), h("dd", {}, link("/schedulers", String(alive.api ?? 0))),
         h("dt", {}, "broker"), h("dd", {}, data.broker_connected ? "connected" : h("span", { class: "error" }, "disconnected")),
         h("dt", {}, "outbox backlog"), h("dd", {}, `${data.outbox_backlog} row(s)` + (data.outbox_backlog ? `, oldest ${data.outbox_oldest_seconds.toFixed(1)} s` : "")))),
       section("Worker groups", groups),
@@ -426,6 +431,8 @@ async function taskPage(main, rawId) {
       t.next_attempt_at ? [h("dt", {}, "next try"), h("dd", {}, when(t.next_attempt_at))] : "",
       t.reason ? [h("dt", {}, "reason"), h("dd", {}, t.reason)] : "",
       t.backfill_id ? [h("dt", {}, "backfill"), h("dd", {}, link("/backfills", `#${t.backfill_id}`))] : "");
+    const stalled = t.stalled && t.stalled.length ? section("Why it is not running",
+      h("ul", {}, t.stalled.map((w) => h("li", { class: "error" }, w)))) : "";
     const waiting = t.waiting_on && t.waiting_on.length ? section("Why it waits", table(["upstream", "data time", "state"],
       t.waiting_on.map((w) => h("tr", {}, h("td", {}, w.upstream), h("td", {}, when(w.data_time)), h("td", {}, w.state))))) : "";
     output.clear();
@@ -441,6 +448,7 @@ async function taskPage(main, rawId) {
     });
     main.replaceChildren(
       section([h("span", {}, "Task "), h("span", { class: "mono" }, t.id), status(t.status)], actions, facts),
+      stalled,
       waiting,
       section("Attempts", attempts.length ? attempts : h("p", { class: "muted" }, "Not started yet.")),
       section("Spec", h("pre", { class: "mono" }, JSON.stringify(t.spec, null, 2))),
@@ -728,11 +736,13 @@ async function workersPage(main) {
 
 async function schedulersPage(main) {
   const draw = async () => {
-    const schedulers = await api("/api/v1/schedulers");
-    main.replaceChildren(section("Schedulers", schedulers.length ? table(["instance", "host", "pid", "last check-in", "status"],
-      schedulers.map((s) => h("tr", {}, h("td", { class: "mono" }, s.instance_id), h("td", {}, s.host), h("td", {}, String(s.pid)),
+    const services = await api("/api/v1/services");
+    const missing = ["scheduler", "dependency", "api"].filter((k) => !services.some((s) => s.kind === k && s.status === "alive"));
+    main.replaceChildren(section("Services", services.length ? table(["kind", "instance", "host", "pid", "last check-in", "status"],
+      services.map((s) => h("tr", {}, h("td", {}, s.kind), h("td", { class: "mono" }, s.instance_id), h("td", {}, s.host), h("td", {}, String(s.pid)),
         h("td", {}, `${s.seconds_since_checkin.toFixed(1)} s ago`), h("td", {}, s.status))))
-      : h("p", { class: "muted" }, "No scheduler is running: chime scheduler")));
+      : h("p", { class: "muted" }, "No service is running: chime up"),
+      missing.length ? h("p", { class: "error" }, `No live ${missing.join(", ")} instance: start chime ${missing.join(", chime ")}`) : ""));
   };
   await draw();
   return { onTick: draw };

@@ -141,6 +141,7 @@ pub fn router(state: AppState) -> Router {
             routes::jobs::delete_calendar
         ))
         .routes(routes!(routes::jobs::list_schedulers))
+        .routes(routes!(routes::jobs::list_services))
         .routes(routes!(
             routes::worker_groups::create_group,
             routes::worker_groups::list_groups
@@ -251,9 +252,24 @@ pub async fn serve(
         shutdown: shutdown.clone(),
         ..state
     };
-    http_server::serve(listener, router(state), shutdown)
+    chime_core::telemetry::catalog::register_at_zero(
+        chime_core::telemetry::catalog::Role::Api,
+        &[],
+        &[],
+    );
+    // The instance checks in while it serves, so `chime services` and the overview count it.
+    let check_in = chime_core::store::services::CheckIn::new(
+        &state.store,
+        "api",
+        chime_core::store::services::instance_id(),
+        chime_core::store::services::CHECKIN_INTERVAL,
+    );
+    let checkins = tokio::spawn(check_in.run(shutdown.clone()));
+    let served = http_server::serve(listener, router(state), shutdown)
         .await
-        .map_err(ApiStartError::Serve)
+        .map_err(ApiStartError::Serve);
+    let _ = checkins.await;
+    served
 }
 
 /// Serves this process's Prometheus metrics (`GET /metrics`) and its health (`/healthz`, and
@@ -303,10 +319,5 @@ pub async fn serve_metrics(
 pub async fn run(node: &Node, shutdown: CancellationToken) -> Result<(), ApiStartError> {
     let listener = bind(node, &node.settings.api_addr).await?;
     let state = state(node, &listener);
-    chime_core::telemetry::catalog::register_at_zero(
-        chime_core::telemetry::catalog::Role::Api,
-        &[],
-        &[],
-    );
     serve(listener, state, shutdown).await
 }

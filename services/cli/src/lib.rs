@@ -92,8 +92,10 @@ enum Command {
     /// Creates, lists and deletes calendars.
     #[command(subcommand)]
     Calendar(commands::jobs::CalendarCommand),
-    /// Lists scheduler instances.
-    Schedulers {
+    /// Lists every service instance (schedulers, dependency services, APIs), alive or dead, and
+    /// names a kind with no live instance (workers: `chime workers`).
+    #[command(alias = "schedulers")]
+    Services {
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -668,8 +670,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Calendar(command) => {
             commands::jobs::calendar(&client(&settings(global, None)?)?, command).await
         }
-        Command::Schedulers { json } => {
-            commands::jobs::schedulers(&client(&settings(global, None)?)?, json).await
+        Command::Services { json } => {
+            commands::jobs::services(&client(&settings(global, None)?)?, json).await
         }
         Command::Workers { json } => {
             commands::workers::list(&client(&settings(global, None)?)?, json).await

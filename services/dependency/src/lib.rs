@@ -37,6 +37,13 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
         &[],
         &[],
     );
+    let check_in = chime_core::store::services::CheckIn::new(
+        &node.store,
+        "dependency",
+        chime_core::store::services::instance_id(),
+        chime_core::store::services::CHECKIN_INTERVAL,
+    );
+    let checkins = tokio::spawn(check_in.run(shutdown.clone()));
     let sweeper = tokio::spawn(sweep::run(
         node.store.clone(),
         node.broker.topology().clone(),
@@ -44,6 +51,7 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
     ));
     consume(node, shutdown).await;
     let _ = sweeper.await;
+    let _ = checkins.await;
 }
 
 /// Consumes task events until `shutdown`.

@@ -16,11 +16,10 @@ use std::time::Duration;
 
 use chime_core::Node;
 use chime_core::bus::Topology;
-use chime_core::node::hostname;
-use chime_core::store::{Context, Store, StoreError, notify, task_lifecycle};
+use chime_core::store::services::CheckIn;
+use chime_core::store::{Store, StoreError, notify, task_lifecycle};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
-use uuid::Uuid;
 
 pub use fire::FiringSettings;
 
@@ -79,13 +78,14 @@ pub async fn run(
     settings: SchedulerSettings,
     shutdown: CancellationToken,
 ) -> Result<(), StoreError> {
-    let instance_id = format!(
-        "{}-{}-{}",
-        hostname(),
-        std::process::id(),
-        &Uuid::now_v7().simple().to_string()[28..]
-    );
-    check_in(&node.store, &instance_id, settings.checkin_interval, true).await?;
+    let instance_id = chime_core::store::services::instance_id();
+    let check_in = CheckIn::start(
+        &node.store,
+        "scheduler",
+        instance_id.clone(),
+        settings.checkin_interval,
+    )
+    .await?;
     let groups: Vec<String> = chime_core::store::worker_groups::list(&node.store)
         .await?
         .into_iter()
@@ -99,12 +99,7 @@ pub async fn run(
     let span = info_span!("scheduler", instance = %instance_id);
     async {
         info!("scheduler instance started");
-        let checkins = tokio::spawn(check_in_loop(
-            node.store.clone(),
-            instance_id.clone(),
-            settings.checkin_interval,
-            shutdown.clone(),
-        ));
+        let checkins = tokio::spawn(check_in.run(shutdown.clone()));
         let recovery = tokio::spawn(recovery::run(
             node.store.clone(),
             node.broker.clone(),
@@ -133,13 +128,6 @@ pub async fn run(
         let _ = recovery.await;
         let _ = retention.await;
         let _ = gauges.await;
-        if let Err(error) = sqlx::query("DELETE FROM scheduler_instances WHERE instance_id = $1")
-            .bind(&instance_id)
-            .execute(node.store.pool())
-            .await
-        {
-            warn!(%error, "cannot remove the instance's row");
-        }
         info!("scheduler instance stopped");
     }
     .instrument(span)
@@ -213,57 +201,4 @@ async fn firing_loop(
             _ = notify::notified(&mut listener) => {}
         }
     }
-}
-
-async fn check_in(
-    store: &Store,
-    instance_id: &str,
-    interval: Duration,
-    first: bool,
-) -> Result<(), StoreError> {
-    let done = if first {
-        sqlx::query(
-            "INSERT INTO scheduler_instances (instance_id, host, pid, checkin_interval_ms, version)
-             VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (instance_id) DO UPDATE SET last_checkin = now()",
-        )
-        .bind(instance_id)
-        .bind(hostname())
-        .bind(i32::try_from(std::process::id()).unwrap_or(i32::MAX))
-        .bind(i64::try_from(interval.as_millis()).unwrap_or(i64::MAX))
-        .bind(env!("CARGO_PKG_VERSION"))
-        .execute(store.pool())
-        .await
-    } else {
-        sqlx::query("UPDATE scheduler_instances SET last_checkin = now() WHERE instance_id = $1")
-            .bind(instance_id)
-            .execute(store.pool())
-            .await
-    };
-    done.context("checking in")?;
-    Ok(())
-}
-
-async fn check_in_loop(
-    store: Store,
-    instance_id: String,
-    interval: Duration,
-    shutdown: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    async {
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            match check_in(&store, &instance_id, interval, false).await {
-                Ok(()) => metrics::counter!("chime_scheduler_checkins_total").increment(1),
-                Err(error) => warn!(%error, "check-in failed"),
-            }
-        }
-    }
-    .instrument(info_span!("checkin"))
-    .await
 }

@@ -210,6 +210,10 @@ pub struct TaskView {
     /// What a `waiting` task still waits for (shown for one task, empty in lists).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_on: Vec<UnmetDependency>,
+    /// Why a task that has not ended is not running, where something is missing: no worker
+    /// online in its group, no dependency service to advance it (shown for one task).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalled: Vec<String>,
     /// The backfill the task belongs to or descends from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backfill_id: Option<i64>,

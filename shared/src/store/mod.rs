@@ -16,6 +16,7 @@ pub mod notify;
 pub mod outbox;
 pub mod patch;
 pub mod retention;
+pub mod services;
 pub mod task_lifecycle;
 pub mod tasks;
 pub mod tokens;

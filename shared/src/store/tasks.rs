@@ -94,6 +94,7 @@ impl TaskRow {
             result: self.result.map(|r| r.0),
             attempts,
             waiting_on: Vec::new(),
+            stalled: Vec::new(),
             backfill_id: self.backfill_id,
         })
     }
@@ -149,7 +150,45 @@ pub async fn get(store: &Store, id: Uuid) -> Result<TaskView, StoreError> {
     if view.status == TaskStatus::Waiting {
         view.waiting_on = waiting_on(store, &view).await?;
     }
+    view.stalled = stalled(store, &view).await?;
     Ok(view)
+}
+
+/// What keeps a task that has not ended from running, when it is something missing rather than
+/// a turn to wait for: a `ready` or `retrying` task with no worker online in its group, a
+/// `waiting` one with no dependency service alive to advance it.
+async fn stalled(store: &Store, task: &TaskView) -> Result<Vec<String>, StoreError> {
+    let mut why = Vec::new();
+    match task.status {
+        TaskStatus::Ready | TaskStatus::Retrying => {
+            let online: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM workers
+                                WHERE status = 'online' AND $1 = ANY (groups))",
+            )
+            .bind(&task.group)
+            .fetch_one(store.pool())
+            .await
+            .context("looking for a worker of the task's group")?;
+            if !online {
+                why.push(format!(
+                    "no worker is online in group {g}: start `chime worker --groups {g}`",
+                    g = task.group
+                ));
+            }
+        }
+        TaskStatus::Waiting => {
+            let alive = super::services::alive_by_kind(store).await?;
+            if alive.get("dependency").copied().unwrap_or(0) == 0 {
+                why.push(
+                    "no dependency service is running: nothing advances it when its upstreams \
+                     end (start `chime dependency`)"
+                        .into(),
+                );
+            }
+        }
+        _ => {}
+    }
+    Ok(why)
 }
 
 /// What a waiting task waits for: its turn in a backfill, or its upstream runs.

@@ -41,8 +41,8 @@ pub fn describe() {
         "Triggers of one-at-a-time jobs unblocked after their job's task ended."
     );
     describe_counter!(
-        "chime_scheduler_checkins_total",
-        "Check-ins of this scheduler instance."
+        "chime_service_checkins_total",
+        "Check-ins of this process's service instances (scheduler, dependency, api), by kind."
     );
     describe_counter!(
         "chime_scheduler_attempts_recovered_total",
@@ -234,7 +234,6 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
     let counters: &[&str] = match role {
         Role::Scheduler => &[
             "chime_scheduler_fires_total",
-            "chime_scheduler_checkins_total",
             "chime_scheduler_attempts_recovered_total",
             "chime_scheduler_retries_released_total",
             "chime_scheduler_triggers_unblocked_total",
@@ -266,6 +265,15 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
     };
     for name in counters {
         counter!(*name).increment(0);
+    }
+    let kind = match role {
+        Role::Scheduler => Some("scheduler"),
+        Role::Dependency => Some("dependency"),
+        Role::Api => Some("api"),
+        Role::Worker => None,
+    };
+    if let Some(kind) = kind {
+        counter!("chime_service_checkins_total", "kind" => kind).increment(0);
     }
     match role {
         Role::Scheduler => {

@@ -745,3 +745,81 @@ async fn a_jobs_failed_runs_in_a_range_rerun_and_kill_in_one_step() -> Result<()
     let _ = std::fs::remove_file(&flag);
     env.cleanup().await
 }
+
+/// Without `chime dependency`, a downstream waits for ever: the overview, `chime services` and
+/// the waiting task say why. A ready task in a group no worker serves says so too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services {
+        api: true,
+        scheduler: true,
+        worker: true,
+        dependency: false,
+    })
+    .await?;
+    for job in ["up", "down"] {
+        chime_ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
+    }
+    chime_ok(&env, &["job", "depend", "down", "--on", "up"]).await?;
+    let at = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(1))?
+        .round(jiff::Unit::Second)?;
+    let schedule =
+        format!(r#"{{"kind":"simple","interval_ms":1000,"repeat_count":0,"start_time":"{at}"}}"#);
+    chime_ok(
+        &env,
+        &[
+            "trigger",
+            "create",
+            "once",
+            "--job",
+            "down",
+            "--schedule",
+            &schedule,
+        ],
+    )
+    .await?;
+    eventually("down's task to be waiting", || async {
+        Ok(tasks_of(&env, "down").await?.len() == 1)
+    })
+    .await?;
+    let down = tasks_of(&env, "down").await?.remove(0);
+    assert_eq!(down.status, TaskStatus::Waiting);
+
+    let overview: serde_json::Value = reqwest::get(format!("{}/api/v1/overview", env.api_url()))
+        .await?
+        .json()
+        .await?;
+    let warnings = overview["warnings"].to_string();
+    assert!(
+        warnings.contains("no dependency service is running"),
+        "{overview:#}"
+    );
+    assert_eq!(overview["services_alive"]["dependency"], 0, "{overview:#}");
+    assert_eq!(overview["services_alive"]["api"], 1, "{overview:#}");
+
+    let out = env.chime(&["services"]).await?;
+    ensure!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout)?;
+    assert!(said.contains("scheduler") && said.contains("api"), "{said}");
+    assert!(said.contains("no dependency instance is alive"), "{said}");
+
+    let out = env.chime(&["task", "show", &down.id.to_string()]).await?;
+    let said = String::from_utf8(out.stdout)?;
+    assert!(
+        said.contains("stalled: no dependency service is running"),
+        "{said}"
+    );
+
+    // A group that no worker serves.
+    chime_ok(&env, &["group", "create", "gpu"]).await?;
+    let id = chime_ok(&env, &["submit", "--kind", "noop", "--worker-group", "gpu"]).await?;
+    let out = env.chime(&["task", "show", &id]).await?;
+    let said = String::from_utf8(out.stdout)?;
+    assert!(
+        said.contains("stalled: no worker is online in group gpu"),
+        "{said}"
+    );
+    env.cleanup().await
+}

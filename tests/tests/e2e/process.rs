@@ -269,7 +269,7 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
     let scheduler = metrics_text(&scheduler_url).await?;
     for name in [
         "chime_scheduler_fires_total",
-        "chime_scheduler_checkins_total",
+        "chime_service_checkins_total",
         "chime_workers_online",
         "chime_queue_depth",
         "chime_outbox_backlog",

@@ -8,10 +8,10 @@ use chime_core::store::backfills::{self, BackfillView, NewBackfill};
 use chime_core::store::calendars::{self, NamedCalendar};
 use chime_core::store::dependencies::{self, DependencyView, JobDependencies, NewDependency};
 use chime_core::store::jobs::{self, JobUpdate, JobView, NewJob};
+use chime_core::store::services::{self, ServiceView};
 use chime_core::store::task_lifecycle;
 use chime_core::store::triggers::{self, NewTrigger, TriggerUpdate, TriggerView};
 use serde::{Deserialize, Serialize};
-use sqlx::FromRow;
 use utoipa::IntoParams;
 use utoipa::ToSchema;
 
@@ -190,37 +190,21 @@ pub async fn delete_calendar(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// A scheduler instance.
-#[derive(Debug, Serialize, ToSchema, FromRow)]
-pub struct SchedulerView {
-    /// Its id.
-    pub instance_id: String,
-    /// Host.
-    pub host: String,
-    /// Process id.
-    pub pid: i32,
-    /// Seconds since its last check-in.
-    pub seconds_since_checkin: f64,
-    /// alive, or dead (no check-in for twice its interval).
-    pub status: String,
-}
-
-/// Lists scheduler instances.
-#[utoipa::path(get, path = "/api/v1/schedulers", tag = "schedulers", responses((status = 200, body = Vec<SchedulerView>)))]
+/// Lists scheduler instances (`GET /api/v1/services` lists every kind).
+#[utoipa::path(get, path = "/api/v1/schedulers", tag = "schedulers", responses((status = 200, body = Vec<ServiceView>)))]
 pub async fn list_schedulers(
     State(state): State<AppState>,
-) -> Result<Json<Vec<SchedulerView>>, ApiError> {
-    let rows: Vec<SchedulerView> = sqlx::query_as(
-        "SELECT instance_id, host, pid,
-                EXTRACT(EPOCH FROM now() - last_checkin)::float8 AS seconds_since_checkin,
-                CASE WHEN last_checkin < now() - make_interval(secs => 2 * checkin_interval_ms / 1000.0)
-                     THEN 'dead' ELSE 'alive' END AS status
-         FROM scheduler_instances ORDER BY started_at",
-    )
-    .fetch_all(state.store.pool())
-    .await
-    .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("listing schedulers: {e}")))?;
-    Ok(Json(rows))
+) -> Result<Json<Vec<ServiceView>>, ApiError> {
+    Ok(Json(services::list(&state.store, Some("scheduler")).await?))
+}
+
+/// Lists every service instance that checks in — schedulers, dependency services, APIs — alive
+/// or dead (no check-in for twice its interval). Workers are under `/api/v1/workers`.
+#[utoipa::path(get, path = "/api/v1/services", tag = "schedulers", responses((status = 200, body = Vec<ServiceView>)))]
+pub async fn list_services(
+    State(state): State<AppState>,
+) -> Result<Json<Vec<ServiceView>>, ApiError> {
+    Ok(Json(services::list(&state.store, None).await?))
 }
 
 /// What a job run asks for.

@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::{Query, State};
 use chime_core::model::{TaskStatus, TaskSummary};
 use chime_core::store::dependency_grid::{self, DependencyGrid};
+use chime_core::store::services;
 use chime_core::store::{gauges, tasks};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -42,6 +43,11 @@ pub struct Overview {
     pub outbox_oldest_seconds: f64,
     /// Scheduler instances that checked in on time.
     pub schedulers_alive: i64,
+    /// Instances of each service kind (scheduler, dependency, api) that checked in on time.
+    pub services_alive: BTreeMap<String, i64>,
+    /// What is stalled and why, in words: a service kind with no live instance that something
+    /// needs, a queue with messages and no consumer.
+    pub warnings: Vec<String>,
     /// Whether the API is connected to the broker.
     pub broker_connected: bool,
     /// The latest failed tasks.
@@ -81,18 +87,56 @@ pub async fn overview(State(state): State<AppState>) -> Result<Json<Overview>, A
             consumers: stats.map(|(_, consumers)| consumers),
         });
     }
-    let schedulers_alive: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM scheduler_instances
-         WHERE last_checkin >= now() - make_interval(secs => 2 * checkin_interval_ms / 1000.0)",
-    )
-    .fetch_one(state.store.pool())
-    .await
-    .map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            format!("counting schedulers: {e}"),
-        )
-    })?;
+    let services_alive = services::alive_by_kind(&state.store).await?;
+    let schedulers_alive = services_alive.get("scheduler").copied().unwrap_or(0);
+    let mut warnings = Vec::new();
+    if schedulers_alive == 0 {
+        warnings.push(
+            "no scheduler is running: nothing fires, retries are not released and dead workers \
+             are not recovered (start `chime scheduler`)"
+                .to_string(),
+        );
+    }
+    let dependencies_queue = state.broker.topology().dependencies_queue();
+    let events = state
+        .broker
+        .queue_stats(&dependencies_queue)
+        .await
+        .ok()
+        .flatten();
+    let has_dependencies: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM job_dependencies)")
+            .fetch_one(state.store.pool())
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    format!("reading dependencies: {e}"),
+                )
+            })?;
+    if services_alive.get("dependency").copied().unwrap_or(0) == 0
+        && (has_dependencies || events.is_some_and(|(messages, _)| messages > 0))
+    {
+        warnings.push(format!(
+            "no dependency service is running: downstream tasks wait and backfills do not \
+             advance (start `chime dependency`){}",
+            events
+                .filter(|(messages, consumers)| *messages > 0 && *consumers == 0)
+                .map(|(messages, _)| format!("; {dependencies_queue} holds {messages} events"))
+                .unwrap_or_default()
+        ));
+    }
+    for group in &groups {
+        if let (Some(depth), Some(0)) = (group.queue_depth, group.consumers)
+            && depth > 0
+        {
+            warnings.push(format!(
+                "worker group {}: {depth} task message(s) queued and no worker consuming \
+                 (start `chime worker --groups {}`)",
+                group.worker_group, group.worker_group
+            ));
+        }
+    }
     let failed = tasks::TaskFilter {
         status: Some(TaskStatus::Failed),
         ..Default::default()
@@ -104,6 +148,8 @@ pub async fn overview(State(state): State<AppState>) -> Result<Json<Overview>, A
         outbox_backlog: snapshot.outbox_backlog,
         outbox_oldest_seconds: snapshot.outbox_oldest_seconds,
         schedulers_alive,
+        services_alive,
+        warnings,
         broker_connected: state.broker.is_ready(),
         recent_failures,
     }))

@@ -6,6 +6,7 @@ use chime_core::schedule::misfire::MisfirePolicy;
 use chime_core::store::calendars::NamedCalendar;
 use chime_core::store::jobs::{JobUpdate, JobView, NewJob};
 use chime_core::store::patch::Change;
+use chime_core::store::services::ServiceView;
 use chime_core::store::triggers::{NewTrigger, TriggerUpdate, TriggerView};
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -848,9 +849,9 @@ pub async fn calendar(client: &ApiClient, command: CalendarCommand) -> Result<()
     Ok(())
 }
 
-/// `chime schedulers`
-pub async fn schedulers(client: &ApiClient, json: bool) -> Result<()> {
-    let rows: Vec<serde_json::Value> = client.get("/api/v1/schedulers").await?;
+/// `chime services`: every instance that checks in, and the kinds with none alive.
+pub async fn services(client: &ApiClient, json: bool) -> Result<()> {
+    let rows: Vec<ServiceView> = client.get("/api/v1/services").await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
@@ -859,16 +860,19 @@ pub async fn schedulers(client: &ApiClient, json: bool) -> Result<()> {
         .iter()
         .map(|r| {
             vec![
-                r["instance_id"].as_str().unwrap_or("").to_string(),
-                r["status"].as_str().unwrap_or("").to_string(),
-                format!(
-                    "{:.1}s ago",
-                    r["seconds_since_checkin"].as_f64().unwrap_or(0.0)
-                ),
+                r.kind.clone(),
+                r.instance_id.clone(),
+                r.status.clone(),
+                format!("{:.1}s ago", r.seconds_since_checkin),
             ]
         })
         .collect();
-    table(&["INSTANCE", "STATUS", "LAST CHECK-IN"], &cells);
+    table(&["KIND", "INSTANCE", "STATUS", "LAST CHECK-IN"], &cells);
+    for kind in chime_core::store::services::KINDS {
+        if !rows.iter().any(|r| r.kind == kind && r.status == "alive") {
+            println!("no {kind} instance is alive: start `chime {kind}` (or `chime up`)");
+        }
+    }
     Ok(())
 }
 

@@ -241,6 +241,9 @@ pub async fn show(client: &ApiClient, id: uuid::Uuid, json: bool) -> Result<()> 
     field("finished", time(task.finished_at));
     field("next try", time(task.next_attempt_at));
     field("reason", opt(task.reason.as_deref()));
+    for why in &task.stalled {
+        println!("stalled: {why}");
+    }
     if !task.waiting_on.is_empty() {
         println!("waiting on:");
         for unmet in &task.waiting_on {
