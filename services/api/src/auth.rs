@@ -52,7 +52,10 @@ pub fn required_role(method: &Method, path: &str) -> Role {
         .split('/')
         .filter(|s| !s.is_empty())
         .collect();
-    let admin_reads = matches!(segments.first(), Some(&"tokens") | Some(&"audit"));
+    let admin_reads = matches!(
+        segments.first(),
+        Some(&"tokens") | Some(&"audit") | Some(&"webhooks")
+    );
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return if admin_reads { Role::Admin } else { Role::Read };
     }

@@ -157,6 +157,11 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(routes::access::revoke_token))
         .routes(routes!(routes::access::list_audit))
         .routes(routes!(routes::retention::prune))
+        .routes(routes!(
+            routes::webhooks::add_webhook,
+            routes::webhooks::list_webhooks
+        ))
+        .routes(routes!(routes::webhooks::delete_webhook))
         .split_for_parts();
     // Serialized once and shared: a request clones a reference count, not the document.
     let openapi_json = axum::body::Bytes::from(serde_json::to_vec(&openapi).unwrap_or_default());

@@ -124,6 +124,9 @@ enum Command {
     /// Creates, lists and revokes API tokens (admin).
     #[command(subcommand)]
     Token(commands::access::TokenCommand),
+    /// Adds, lists and removes failure webhooks (admin).
+    #[command(subcommand)]
+    Webhook(commands::webhooks::WebhookCommand),
     /// Removes ended tasks (with their attempts) and fired-trigger rows older than a cut (admin);
     /// schedulers do it hourly for `scheduler.retention_days`.
     Prune {
@@ -690,6 +693,9 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Group(command) => {
             commands::groups::group(&client(&settings(global, None)?)?, command).await
+        }
+        Command::Webhook(command) => {
+            commands::webhooks::webhook(&client(&settings(global, None)?)?, command).await
         }
         Command::Token(command) => {
             commands::access::token(&client(&settings(global, None)?)?, command).await

@@ -3,6 +3,7 @@
 //! - [`fire`]: where triggers are fired (one transaction per round);
 //! - [`recovery`]: where attempts of dead workers are recovered and lost task messages
 //!   re-published (the database is the truth of what must run);
+//! - [`webhooks`]: where failure notifications are POSTed;
 //! - this file: an instance's lifetime — register, check in, fire (and release due retries) in a
 //!   loop woken by the nearest due trigger, a NOTIFY (a trigger created or resumed) or the poll
 //!   backstop, and leave.
@@ -11,6 +12,7 @@ pub mod fire;
 pub mod gauges;
 pub mod recovery;
 pub mod retention;
+pub mod webhooks;
 
 use std::time::Duration;
 
@@ -116,6 +118,7 @@ pub async fn run(
             node.broker.clone(),
             shutdown.clone(),
         ));
+        let webhooks = tokio::spawn(webhooks::run(node.store.clone(), shutdown.clone()));
         firing_loop(
             &node.store,
             node.topology(),
@@ -128,6 +131,7 @@ pub async fn run(
         let _ = recovery.await;
         let _ = retention.await;
         let _ = gauges.await;
+        let _ = webhooks.await;
         info!("scheduler instance stopped");
     }
     .instrument(span)

@@ -62,6 +62,7 @@ pub fn object_of_path(path: &str) -> Option<String> {
         ["workers", id, ..] => Some(format!("worker {id}")),
         ["backfills", id, ..] => Some(format!("backfill {id}")),
         ["tokens", id, ..] => Some(format!("token {id}")),
+        ["webhooks", id, ..] => Some(format!("webhook {id}")),
         _ => None,
     }
 }
@@ -122,6 +123,7 @@ pub async fn list(
                 "worker",
                 "backfill",
                 "token",
+                "webhook",
             ]
             .iter()
             .map(|kind| format!("{kind} {o}"))

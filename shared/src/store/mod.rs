@@ -21,6 +21,7 @@ pub mod task_lifecycle;
 pub mod tasks;
 pub mod tokens;
 pub mod triggers;
+pub mod webhooks;
 pub mod worker_groups;
 pub mod workers;
 

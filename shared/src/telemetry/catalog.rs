@@ -41,6 +41,10 @@ pub fn describe() {
         "Triggers of one-at-a-time jobs unblocked after their job's task ended."
     );
     describe_counter!(
+        "chime_webhook_deliveries_total",
+        "Webhook POSTs by a scheduler instance, by outcome (delivered, failed: tried again later)."
+    );
+    describe_counter!(
         "chime_service_checkins_total",
         "Check-ins of this process's service instances (scheduler, dependency, api), by kind."
     );
@@ -277,6 +281,9 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
     }
     match role {
         Role::Scheduler => {
+            for outcome in ["delivered", "failed"] {
+                counter!("chime_webhook_deliveries_total", "outcome" => outcome).increment(0);
+            }
             for policy in crate::schedule::misfire::MisfirePolicy::ALL {
                 counter!("chime_scheduler_misfires_total", "policy" => policy.as_str())
                     .increment(0);

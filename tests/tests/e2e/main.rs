@@ -10,6 +10,7 @@ mod firing;
 mod firing_rules;
 mod freezes;
 mod logs;
+mod notifications;
 mod outbox;
 mod process;
 mod retention;

@@ -9,6 +9,7 @@ pub mod overview;
 pub mod retention;
 pub mod schedule;
 pub mod tasks;
+pub mod webhooks;
 pub mod worker_groups;
 pub mod workers;
 

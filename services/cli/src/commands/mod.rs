@@ -7,6 +7,7 @@ pub mod schedule;
 pub mod services;
 pub mod submit;
 pub mod tasks;
+pub mod webhooks;
 pub mod workers;
 
 /// A name as one URL path segment (percent-encoding anything but unreserved characters).

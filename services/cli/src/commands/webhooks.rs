@@ -1,0 +1,72 @@
+//! `chime webhook`: failure notifications, POSTed when a task fails for good.
+
+use anyhow::Result;
+use chime_core::store::webhooks::WebhookView;
+use clap::Subcommand;
+
+use crate::client::ApiClient;
+use crate::output::{opt, table};
+
+/// `chime webhook …`
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Adds a webhook: a JSON POST to URL whenever a task (or one job's task) fails for good,
+    /// retried until the receiver answers 2xx.
+    Add {
+        /// Where to POST (http or https).
+        url: String,
+        /// Only this job's failures (`group.name`, or `name` in the default group).
+        #[arg(long)]
+        job: Option<String>,
+    },
+    /// Lists webhooks with their delivered and pending counts.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Removes a webhook.
+    Delete {
+        /// Its id.
+        id: i64,
+    },
+}
+
+/// Runs a `chime webhook` verb.
+pub async fn webhook(client: &ApiClient, command: WebhookCommand) -> Result<()> {
+    match command {
+        WebhookCommand::Add { url, job } => {
+            let (_, hook): (_, WebhookView) = client
+                .post(
+                    "/api/v1/webhooks",
+                    &serde_json::json!({ "url": url, "job": job }),
+                )
+                .await?;
+            println!("{}", hook.id);
+        }
+        WebhookCommand::List { json } => {
+            let hooks: Vec<WebhookView> = client.get("/api/v1/webhooks").await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&hooks)?);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = hooks
+                .iter()
+                .map(|h| {
+                    vec![
+                        h.id.to_string(),
+                        opt(h.job.as_deref()),
+                        h.url.clone(),
+                        h.delivered.to_string(),
+                        h.pending.to_string(),
+                    ]
+                })
+                .collect();
+            table(&["ID", "JOB", "URL", "DELIVERED", "PENDING"], &rows);
+        }
+        WebhookCommand::Delete { id } => {
+            client.delete(&format!("/api/v1/webhooks/{id}")).await?;
+        }
+    }
+    Ok(())
+}

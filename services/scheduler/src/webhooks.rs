@@ -1,0 +1,70 @@
+//! Where failure notifications leave: due webhook deliveries are claimed, POSTed and recorded
+//! (`shared/src/store/webhooks.rs` has their life). Every scheduler instance delivers; a claim
+//! keeps two from sending the same try.
+
+use std::time::Duration;
+
+use chime_core::store::{Store, webhooks};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info_span, warn};
+
+/// How often due deliveries are looked for.
+const POLL: Duration = Duration::from_secs(1);
+/// How many deliveries one round sends.
+const BATCH: i64 = 20;
+/// How long a receiver has to answer.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Delivers webhooks until `shutdown`.
+pub async fn run(store: Store, shutdown: CancellationToken) {
+    // ring is the one crypto provider linked in; a second install attempt is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = match reqwest::Client::builder()
+        .user_agent(concat!("chime/", env!("CARGO_PKG_VERSION")))
+        .timeout(TIMEOUT)
+        .build()
+    {
+        Ok(client) => client,
+        Err(error) => {
+            warn!(%error, "cannot build the webhook client; webhooks are not delivered");
+            return;
+        }
+    };
+    async {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(POLL) => {}
+            }
+            let due = match webhooks::claim_due(&store, BATCH).await {
+                Ok(due) => due,
+                Err(error) => {
+                    warn!(%error, "cannot claim webhook deliveries");
+                    continue;
+                }
+            };
+            for delivery in due {
+                let sent = client.post(&delivery.url).json(&delivery.body.0).send().await;
+                let error = match sent {
+                    Ok(answer) if answer.status().is_success() => None,
+                    Ok(answer) => Some(format!("the receiver answered {}", answer.status())),
+                    Err(error) => Some(format!("cannot reach the receiver: {error}")),
+                };
+                let outcome = if error.is_some() { "failed" } else { "delivered" };
+                metrics::counter!("chime_webhook_deliveries_total", "outcome" => outcome)
+                    .increment(1);
+                if let Some(error) = &error {
+                    warn!(id = delivery.id, attempt = delivery.attempts, %error, "webhook not delivered; retrying later");
+                }
+                if let Err(error) =
+                    webhooks::record(&store, delivery.id, delivery.attempts, error.as_deref()).await
+                {
+                    // The claim runs out and the delivery is tried again.
+                    warn!(%error, "cannot record a webhook delivery");
+                }
+            }
+        }
+    }
+    .instrument(info_span!("webhooks"))
+    .await
+}
