@@ -1,6 +1,7 @@
 //! The system gauges: every 15 s, each scheduler instance reads the live tasks by status and
-//! worker group, the workers online, the outbox backlog (from the store) and each worker group's
-//! queue depth and consumers (from the broker), and sets them as gauges on its `/metrics`. Every
+//! worker group, the workers online, the outbox backlog, each job's latest success (from the
+//! store) and each worker group's queue depth and consumers (from the broker), and sets them as
+//! gauges on its `/metrics`. Every
 //! instance reports the same numbers; take the max across instances.
 
 use std::time::Duration;
@@ -56,6 +57,16 @@ pub async fn run(store: Store, broker: Broker, shutdown: CancellationToken) {
                         .set(snapshot.outbox_oldest_seconds);
                 }
                 Err(error) => debug!(%error, "cannot read the system gauges"),
+            }
+            // One series per job: the number of jobs bounds it.
+            match gauges::last_successes(&store).await {
+                Ok(jobs) => {
+                    for (job, at) in jobs {
+                        metrics::gauge!("chime_job_last_success_timestamp_seconds", "job" => job)
+                            .set(at);
+                    }
+                }
+                Err(error) => debug!(%error, "cannot read the jobs' latest successes"),
             }
         }
     }

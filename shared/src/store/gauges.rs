@@ -72,3 +72,20 @@ pub async fn read(store: &Store) -> Result<SystemGauges, StoreError> {
         worker_groups,
     })
 }
+
+/// Each job's latest success, as `(group.name, seconds since the epoch)` (0: none yet): what an
+/// alert such as "job X has not succeeded in 25 h" reads. One short backward scan per job on
+/// `tasks_by_job_data_time`, stopping at its newest succeeded run.
+pub async fn last_successes(store: &Store) -> Result<Vec<(String, f64)>, StoreError> {
+    sqlx::query_as(
+        "SELECT j.group_name || '.' || j.name,
+                coalesce(extract(epoch FROM (
+                    SELECT t.finished_at FROM tasks t
+                    WHERE t.job_id = j.id AND t.status = 'succeeded'
+                    ORDER BY t.data_time DESC LIMIT 1)), 0)::float8
+         FROM jobs j ORDER BY j.group_name, j.name",
+    )
+    .fetch_all(store.pool())
+    .await
+    .context("reading each job's latest success")
+}

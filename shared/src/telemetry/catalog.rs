@@ -40,6 +40,12 @@ pub fn describe() {
         "chime_scheduler_triggers_unblocked_total",
         "Triggers of one-at-a-time jobs unblocked after their job's task ended."
     );
+    describe_gauge!(
+        "chime_job_last_success_timestamp_seconds",
+        Unit::Seconds,
+        "When each job's newest succeeded run ended (seconds since the epoch; 0: never), by job \
+         (group.name): alert on time() minus it (scheduler, every 15 s)."
+    );
     describe_counter!(
         "chime_webhook_deliveries_total",
         "Webhook POSTs by a scheduler instance, by outcome (delivered, failed: tried again later)."

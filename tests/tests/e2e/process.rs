@@ -258,10 +258,20 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
         }
         anyhow::Ok(fires)
     };
+    // A job's latest success, for "has not succeeded in 25 h" alerts: after its runs.
+    let succeeded_since = |m: &str| {
+        m.lines()
+            .find_map(|l| {
+                l.strip_prefix(r#"chime_job_last_success_timestamp_seconds{job="default.tick"} "#)
+            })
+            .and_then(|at| at.trim().parse::<f64>().ok())
+            .is_some_and(|at| at > 1.7e9)
+    };
     eventually("the fire lag of three fires, and the gauges", || async {
         let gauges = metrics_text(&scheduler_url).await.is_ok_and(|m| {
             m.contains(r#"chime_workers_online{worker_group="default"} 1"#)
                 && m.contains(r#"chime_queue_consumers{worker_group="default"} 1"#)
+                && succeeded_since(&m)
         });
         Ok(gauges && fire_lags().await? == 3)
     })
