@@ -51,6 +51,8 @@ pub struct Evidence<'a> {
     pub submitted: &'a [Uuid],
     /// Messages in the dead-letter queue.
     pub dead_letters: i64,
+    /// Poison messages confirmed, and sent at all.
+    pub poison: (i64, i64),
     /// The faults.
     pub faults: &'a Ledger,
 }
@@ -126,9 +128,16 @@ pub async fn check(evidence: &Evidence<'_>) -> Result<(Totals, Vec<String>)> {
     if unsent != 0 {
         violations.push(format!("6: {unsent} outbox rows were never published"));
     }
-    if evidence.dead_letters != POISON {
+    let (confirmed, sent) = evidence.poison;
+    if confirmed < POISON {
         violations.push(format!(
-            "6: {} dead letters, but the run sent {POISON} poison messages",
+            "6: the run could send only {confirmed} of its {POISON} poison messages"
+        ));
+    }
+    if evidence.dead_letters < confirmed || evidence.dead_letters > sent {
+        violations.push(format!(
+            "6: {} dead letters, but the run sent {confirmed} poison messages (up to {sent} with \
+             those whose confirm a fault took)",
             evidence.dead_letters
         ));
     }

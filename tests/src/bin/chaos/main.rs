@@ -243,7 +243,11 @@ async fn exercise(
         &format!("faults stop ({} in all); settling", faults.records.len()),
     );
     stop_load.cancel();
-    let _ = load.await;
+    match load.await {
+        Ok(Err(error)) => say(started, &format!("the ad-hoc load stopped: {error:#}")),
+        Err(error) => say(started, &format!("the ad-hoc load panicked: {error}")),
+        Ok(Ok(())) => {}
+    }
     cluster.revive()?;
     sqlx::query("INSERT INTO paused_trigger_groups (group_name) VALUES ($1)")
         .bind(workload::CHAOS_GROUP)
@@ -271,6 +275,7 @@ async fn exercise(
         .map(|a| a.submitted.clone())
         .unwrap_or_default();
     let kills = activity.lock().map(|a| a.kills).unwrap_or_default();
+    let poison = activity.lock().map(|a| a.poison).unwrap_or_default();
     let store = cluster.store.clone();
     let evidence = invariants::Evidence {
         store: &store,
@@ -278,6 +283,7 @@ async fn exercise(
         paused_at: paused_at.to_jiff(),
         submitted: &submitted,
         dead_letters,
+        poison,
         faults: &faults,
     };
     let (totals, violations) = invariants::check(&evidence).await?;

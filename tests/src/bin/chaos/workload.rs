@@ -269,6 +269,27 @@ pub struct Activity {
     pub submitted: Vec<Uuid>,
     /// Kills the API accepted.
     pub kills: usize,
+    /// Poison messages the broker confirmed, and those sent at all (a publish whose confirm was
+    /// lost to a fault may still have landed): the dead letters must lie between the two.
+    pub poison: (i64, i64),
+}
+
+/// A confirming channel to the broker, or None while it cannot be had (a fault of the run may
+/// have the broker down: the harness's own connection must outlive it).
+async fn open_channel(amqp_url: &str) -> Option<(lapin::Connection, lapin::Channel)> {
+    let connect = async {
+        let conn =
+            lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await?;
+        let channel = conn.create_channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        lapin::Result::Ok((conn, channel))
+    };
+    tokio::time::timeout(Duration::from_secs(5), connect)
+        .await
+        .ok()?
+        .ok()
 }
 
 /// Submits ad-hoc tasks through the API and raw AMQP, alternately, every 500 ms; kills a long
@@ -283,24 +304,41 @@ pub async fn ad_hoc(
     stop: CancellationToken,
 ) -> Result<()> {
     let http = chime_tests::http();
-    let conn =
-        lapin::Connection::connect(&amqp_url, lapin::ConnectionProperties::default()).await?;
-    let channel = conn.create_channel().await?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    for n in 0..POISON {
-        publish_confirmed(
-            &channel,
-            &topology.submit_exchange(),
-            &topology.submit_exchange(),
-            format!("this is not a task ({n})").as_bytes(),
-            FieldTable::default(),
-        )
-        .await?;
-    }
+    let mut broker: Option<(lapin::Connection, lapin::Channel)> = None;
     let mut n: u64 = 0;
     while !stop.is_cancelled() {
+        if broker.is_none() {
+            broker = open_channel(&amqp_url).await;
+        }
+        // The poison messages first, each until the broker confirms it.
+        let confirmed = activity.lock().map(|a| a.poison.0).unwrap_or(POISON);
+        if confirmed < POISON
+            && let Some((_, channel)) = &broker
+        {
+            if let Ok(mut activity) = activity.lock() {
+                activity.poison.1 += 1;
+            }
+            let sent = tokio::time::timeout(
+                Duration::from_secs(5),
+                publish_confirmed(
+                    channel,
+                    &topology.submit_exchange(),
+                    &topology.submit_exchange(),
+                    format!("this is not a task ({confirmed})").as_bytes(),
+                    FieldTable::default(),
+                ),
+            )
+            .await;
+            match sent {
+                Ok(Ok(())) => {
+                    if let Ok(mut activity) = activity.lock() {
+                        activity.poison.0 += 1;
+                    }
+                }
+                _ => broker = None,
+            }
+            continue;
+        }
         n += 1;
         let id = Uuid::now_v7();
         let task = json!({
@@ -330,16 +368,25 @@ pub async fn ad_hoc(
                 }
             }
             accepted
-        } else {
-            publish_confirmed(
-                &channel,
-                &topology.submit_exchange(),
-                &topology.submit_exchange(),
-                &serde_json::to_vec(&task)?,
-                FieldTable::default(),
+        } else if let Some((_, channel)) = &broker {
+            let sent = tokio::time::timeout(
+                Duration::from_secs(5),
+                publish_confirmed(
+                    channel,
+                    &topology.submit_exchange(),
+                    &topology.submit_exchange(),
+                    &serde_json::to_vec(&task)?,
+                    FieldTable::default(),
+                ),
             )
-            .await
-            .is_ok()
+            .await;
+            let ok = matches!(sent, Ok(Ok(())));
+            if !ok {
+                broker = None;
+            }
+            ok
+        } else {
+            false
         };
         if accepted && let Ok(mut activity) = activity.lock() {
             activity.submitted.push(id);
@@ -352,7 +399,9 @@ pub async fn ad_hoc(
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
-    let _ = conn.close(200, "done".into()).await;
+    if let Some((conn, _)) = broker {
+        let _ = conn.close(200, "done".into()).await;
+    }
     Ok(())
 }
 
