@@ -122,7 +122,11 @@ impl Store {
         ensure_database(&options).await?;
         let pool = PgPoolOptions::new()
             .max_connections(pool_size.max(2))
-            .acquire_timeout(Duration::from_secs(30))
+            // Short: a connection attempt that fails backs off up to a fifth of what is left of
+            // this, so with 30 s a pool could take half a minute to notice that PostgreSQL came
+            // back from an outage (every scheduler idle the while, fires piling up late). Each
+            // caller retries its round anyway.
+            .acquire_timeout(Duration::from_secs(5))
             .connect_with(options)
             .await
             .context("connecting to PostgreSQL")?;
