@@ -43,7 +43,18 @@ impl Node {
     pub async fn start(settings: Settings, role: &str) -> Result<Self, NodeError> {
         crate::config::check_service_urls(&settings)?;
         let stop = CancellationToken::new();
-        let store = Store::connect(&settings.database_url, settings.db_pool_size).await?;
+        // A process that serves the API waits long for a connection (its bursts queue); one of
+        // background services waits little, so that it is back at once after an outage.
+        let acquire_timeout = match role {
+            "scheduler" | "worker" | "dependency" => std::time::Duration::from_secs(5),
+            _ => std::time::Duration::from_secs(30),
+        };
+        let store = Store::connect_with(
+            &settings.database_url,
+            settings.db_pool_size,
+            acquire_timeout,
+        )
+        .await?;
         let topology = Topology::new(settings.prefix.clone());
         let name = format!("chime {role} on {}", hostname());
         let broker = Broker::start(

@@ -104,6 +104,19 @@ pub struct Store {
 impl Store {
     /// Connects to `url`, creating the database if it does not exist, and applies the migrations.
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, StoreError> {
+        Self::connect_with(url, pool_size, Duration::from_secs(30)).await
+    }
+
+    /// [`Store::connect`], waiting at most `acquire_timeout` for a connection. A failed
+    /// connection attempt backs off up to a fifth of the time left, so a long wait also means a
+    /// slow return after a PostgreSQL outage: a background service (a scheduler, a worker, a
+    /// dependency service), which retries its round anyway, wants a short one; the API, whose
+    /// bursts queue for connections, a long one.
+    pub async fn connect_with(
+        url: &str,
+        pool_size: u32,
+        acquire_timeout: Duration,
+    ) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)
             .map_err(StoreError::InvalidUrl)?
             // A process frozen inside a transaction (SIGSTOP, a stalled runtime, a VM pause)
@@ -122,11 +135,7 @@ impl Store {
         ensure_database(&options).await?;
         let pool = PgPoolOptions::new()
             .max_connections(pool_size.max(2))
-            // Short: a connection attempt that fails backs off up to a fifth of what is left of
-            // this, so with 30 s a pool could take half a minute to notice that PostgreSQL came
-            // back from an outage (every scheduler idle the while, fires piling up late). Each
-            // caller retries its round anyway.
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_timeout(acquire_timeout)
             .connect_with(options)
             .await
             .context("connecting to PostgreSQL")?;
