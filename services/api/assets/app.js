@@ -434,7 +434,8 @@ async function taskPage(main, rawId) {
     const stalled = t.stalled && t.stalled.length ? section("Why it is not running",
       h("ul", {}, t.stalled.map((w) => h("li", { class: "error" }, w)))) : "";
     const waiting = t.waiting_on && t.waiting_on.length ? section("Why it waits", table(["upstream", "data time", "state"],
-      t.waiting_on.map((w) => h("tr", {}, h("td", {}, w.upstream), h("td", {}, when(w.data_time)), h("td", {}, w.state))))) : "";
+      t.waiting_on.map((w) => h("tr", {}, h("td", {}, w.upstream), h("td", {}, when(w.data_time)),
+        h("td", {}, w.task ? link(`/tasks/${w.task}`, w.state) : w.state))))) : "";
     output.clear();
     const attempts = t.attempts.slice().reverse().map((a) => {
       const pre = h("pre", { class: "mono output", "data-attempt": a.attempt }, a.output || "");

@@ -210,8 +210,9 @@ pub struct TaskView {
     /// What a `waiting` task still waits for (shown for one task, empty in lists).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_on: Vec<UnmetDependency>,
-    /// Why a task that has not ended is not running, where something is missing: no worker
-    /// online in its group, no dependency service to advance it (shown for one task).
+    /// Why a task that has not ended is not running (shown for one task): no worker online in
+    /// its group, every slot of its group busy with tasks queued ahead of it, the time its retry
+    /// is due, no dependency service to advance it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalled: Vec<String>,
     /// The backfill the task belongs to or descends from.
@@ -265,6 +266,10 @@ pub struct UnmetDependency {
     /// The upstream data time needed, when known.
     #[schema(value_type = Option<String>)]
     pub data_time: Option<Timestamp>,
-    /// Where that run is: `missing` (not created yet), a task status, or why else it waits.
+    /// Where that run is: `missing` (not created yet, and why none is coming when its job or
+    /// triggers are paused), a task status, or why else it waits.
     pub state: String,
+    /// The upstream run's task, when one exists (the dashboard links it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<Uuid>,
 }

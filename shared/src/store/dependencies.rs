@@ -13,6 +13,7 @@ use jiff::{RoundMode, Timestamp, ToSpan, Unit, Zoned, ZonedRound, tz::TimeZone};
 use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 use super::{Context, Store, StoreError};
 pub use crate::model::UnmetDependency;
@@ -515,8 +516,8 @@ pub async fn evaluate(
             ),
         };
         // The latest task of each upstream data time in the window.
-        let runs: Vec<(jiff_sqlx::Timestamp, String)> = sqlx::query_as(
-            "SELECT DISTINCT ON (data_time) data_time, status FROM tasks
+        let runs: Vec<(jiff_sqlx::Timestamp, String, Uuid)> = sqlx::query_as(
+            "SELECT DISTINCT ON (data_time) data_time, status, id FROM tasks
              WHERE job_id = $1 AND data_time >= $2 AND data_time < $3
              ORDER BY data_time, id DESC",
         )
@@ -526,8 +527,10 @@ pub async fn evaluate(
         .fetch_all(store.pool())
         .await
         .context("reading upstream runs")?;
-        let runs: BTreeMap<Timestamp, String> =
-            runs.into_iter().map(|(t, s)| (t.to_jiff(), s)).collect();
+        let runs: BTreeMap<Timestamp, (String, Uuid)> = runs
+            .into_iter()
+            .map(|(t, s, id)| (t.to_jiff(), (s, id)))
+            .collect();
         let needed: Vec<Timestamp> = match expected {
             Some(expected) => expected,
             // An upstream without triggers: whatever runs exist, and at least one.
@@ -536,13 +539,16 @@ pub async fn evaluate(
                     upstream: upstream.label.clone(),
                     data_time: None,
                     state: "missing".into(),
+                    task: None,
                 });
                 continue;
             }
             None => runs.keys().copied().collect(),
         };
         for t in needed {
-            match runs.get(&t).map(String::as_str) {
+            let run = runs.get(&t);
+            let task = run.map(|(_, id)| *id);
+            match run.map(|(status, _)| status.as_str()) {
                 Some("succeeded") => {}
                 Some(status @ ("failed" | "killed")) => {
                     if upstream.on_upstream_failure == "fail" {
@@ -554,12 +560,14 @@ pub async fn evaluate(
                         upstream: upstream.label.clone(),
                         data_time: Some(t),
                         state: format!("{status}; waiting for a rerun"),
+                        task,
                     });
                 }
                 other => unmet.push(UnmetDependency {
                     upstream: upstream.label.clone(),
                     data_time: Some(t),
                     state: other.unwrap_or("missing").to_string(),
+                    task,
                 }),
             }
         }

@@ -154,25 +154,35 @@ pub async fn get(store: &Store, id: Uuid) -> Result<TaskView, StoreError> {
     Ok(view)
 }
 
-/// What keeps a task that has not ended from running, when it is something missing rather than
-/// a turn to wait for: a `ready` or `retrying` task with no worker online in its group, a
-/// `waiting` one with no dependency service alive to advance it.
+/// Why a task that has not ended is not running: a `ready` task with no worker online in its
+/// group, or with every slot of its group's workers busy and tasks queued ahead of it; a
+/// `retrying` task's next attempt; a `waiting` one with no dependency service alive to advance
+/// it (what it waits for is [`waiting_on`]).
 async fn stalled(store: &Store, task: &TaskView) -> Result<Vec<String>, StoreError> {
     let mut why = Vec::new();
     match task.status {
         TaskStatus::Ready | TaskStatus::Retrying => {
-            let online: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM workers
-                                WHERE status = 'online' AND $1 = ANY (groups))",
-            )
-            .bind(&task.group)
-            .fetch_one(store.pool())
-            .await
-            .context("looking for a worker of the task's group")?;
-            if !online {
+            let queue = queue_position(store, task).await?;
+            if queue.workers == 0 {
                 why.push(format!(
                     "no worker is online in group {g}: start `chime worker --groups {g}`",
                     g = task.group
+                ));
+            } else if task.status == TaskStatus::Ready && queue.free_slots == 0 {
+                why.push(format!(
+                    "all {slots} slots of group {g}'s {workers} online worker(s) are busy; \
+                     {ahead} task(s) are queued ahead of it",
+                    slots = queue.slots,
+                    g = task.group,
+                    workers = queue.workers,
+                    ahead = queue.ahead,
+                ));
+            }
+            if let (TaskStatus::Retrying, Some(at)) = (task.status, task.next_attempt_at) {
+                why.push(format!(
+                    "attempt {} ended; attempt {} is due at {at}",
+                    task.attempt,
+                    task.attempt + 1
                 ));
             }
         }
@@ -191,6 +201,42 @@ async fn stalled(store: &Store, task: &TaskView) -> Result<Vec<String>, StoreErr
     Ok(why)
 }
 
+/// Where a ready task stands in its group: the online workers and their slots, and the ready
+/// tasks the queue hands out before it (higher priority, or the same and made ready earlier).
+#[derive(FromRow)]
+struct QueuePosition {
+    workers: i64,
+    slots: i64,
+    free_slots: i64,
+    ahead: i64,
+}
+
+async fn queue_position(store: &Store, task: &TaskView) -> Result<QueuePosition, StoreError> {
+    sqlx::query_as(
+        "WITH online AS (
+             SELECT id, concurrency FROM workers WHERE status = 'online' AND $1 = ANY (groups)
+         ), me AS (
+             SELECT priority, coalesce(ready_at, created_at) AS at FROM tasks WHERE id = $2
+         )
+         SELECT (SELECT count(*) FROM online) AS workers,
+                (SELECT coalesce(sum(concurrency), 0) FROM online)::bigint AS slots,
+                greatest(0, (SELECT coalesce(sum(concurrency), 0) FROM online)
+                            - (SELECT count(*) FROM tasks
+                               WHERE status = 'running' AND worker_id IN (SELECT id FROM online))
+                )::bigint AS free_slots,
+                (SELECT count(*) FROM tasks t, me
+                 WHERE t.status = 'ready' AND t.worker_group = $1 AND t.id <> $2
+                   AND (t.priority > me.priority
+                        OR (t.priority = me.priority
+                            AND coalesce(t.ready_at, t.created_at) < me.at))) AS ahead",
+    )
+    .bind(&task.group)
+    .bind(task.id)
+    .fetch_one(store.pool())
+    .await
+    .context("reading the task's place in its queue")
+}
+
 /// What a waiting task waits for: its turn in a backfill, or its upstream runs.
 async fn waiting_on(store: &Store, task: &TaskView) -> Result<Vec<UnmetDependency>, StoreError> {
     if let (Some(backfill), Some(job)) = (task.backfill_id, &task.job) {
@@ -206,23 +252,67 @@ async fn waiting_on(store: &Store, task: &TaskView) -> Result<Vec<UnmetDependenc
                 upstream: format!("backfill {backfill}"),
                 data_time: None,
                 state: "waiting for its turn (the backfill's parallelism)".into(),
+                task: None,
             }]);
         }
     }
     let (Some(job), Some(data_time)) = (&task.job, task.data_time) else {
         return Ok(Vec::new());
     };
-    Ok(
-        match dependencies::evaluate(store, job.id, data_time).await? {
-            Verdict::Waiting(unmet) => unmet,
-            Verdict::Ready => Vec::new(),
-            Verdict::Failed { upstream } => vec![UnmetDependency {
-                upstream,
-                data_time: Some(data_time),
-                state: "failed: this task is about to fail with it".into(),
-            }],
-        },
-    )
+    let mut unmet = match dependencies::evaluate(store, job.id, data_time).await? {
+        Verdict::Waiting(unmet) => unmet,
+        Verdict::Ready => Vec::new(),
+        Verdict::Failed { upstream } => vec![UnmetDependency {
+            upstream,
+            data_time: Some(data_time),
+            state: "failed: this task is about to fail with it".into(),
+            task: None,
+        }],
+    };
+    explain_missing(store, job.id, &mut unmet).await?;
+    Ok(unmet)
+}
+
+/// Says why a missing upstream run is not coming when its job's triggers will not make it: the
+/// job paused, or every trigger of it paused (by itself or by its group).
+async fn explain_missing(
+    store: &Store,
+    job_id: i64,
+    unmet: &mut [UnmetDependency],
+) -> Result<(), StoreError> {
+    for dependency in unmet.iter_mut().filter(|u| u.state == "missing") {
+        let held: Option<(String, String, bool, i64, i64, Option<String>)> = sqlx::query_as(
+            "SELECT j.group_name, j.name, j.paused,
+                    count(t.job_id),
+                    count(t.job_id) FILTER (WHERE t.state IN ('paused', 'paused_blocked')),
+                    min(t.group_name || '.' || t.name)
+                        FILTER (WHERE t.state IN ('paused', 'paused_blocked'))
+             FROM jobs j LEFT JOIN triggers t ON t.job_id = j.id
+             WHERE j.id IN (SELECT depends_on_job_id FROM job_dependencies WHERE job_id = $2)
+               AND j.group_name || '.' || j.name = $1
+             GROUP BY j.id",
+        )
+        .bind(&dependency.upstream)
+        .bind(job_id)
+        .fetch_optional(store.pool())
+        .await
+        .context("reading whether the upstream is paused")?;
+        let Some((group, name, job_paused, triggers, paused, first)) = held else {
+            continue;
+        };
+        if job_paused {
+            dependency.state = format!(
+                "missing: held by its paused job (`chime job resume {name} --group {group}`)"
+            );
+        } else if let Some(first) = first.filter(|_| triggers > 0 && paused == triggers) {
+            dependency.state = if triggers == 1 {
+                format!("missing: held by its paused trigger {first}")
+            } else {
+                format!("missing: held by its {triggers} paused triggers ({first}, …)")
+            };
+        }
+    }
+    Ok(())
 }
 
 #[derive(FromRow)]

@@ -808,7 +808,16 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
     let out = env.chime(&["task", "show", &down.id.to_string()]).await?;
     let said = String::from_utf8(out.stdout)?;
     assert!(
-        said.contains("stalled: no dependency service is running"),
+        said.contains("not running: no dependency service is running"),
+        "{said}"
+    );
+
+    // An upstream whose job is paused will not make its run: the waiting task says so.
+    chime_ok(&env, &["job", "pause", "up"]).await?;
+    let out = env.chime(&["task", "show", &down.id.to_string()]).await?;
+    let said = String::from_utf8(out.stdout)?;
+    assert!(
+        said.contains("missing: held by its paused job (`chime job resume up --group default`)"),
         "{said}"
     );
 
@@ -818,8 +827,40 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
     let out = env.chime(&["task", "show", &id]).await?;
     let said = String::from_utf8(out.stdout)?;
     assert!(
-        said.contains("stalled: no worker is online in group gpu"),
+        said.contains("not running: no worker is online in group gpu"),
         "{said}"
     );
+
+    // Every slot of the group busy: a queued task counts the tasks ahead of it.
+    let slots = usize::from(env.settings.worker.concurrency);
+    let spec = r#"{"sleep_ms":60000}"#;
+    let mut busy = Vec::new();
+    for _ in 0..slots {
+        busy.push(chime_ok(&env, &["submit", "--kind", "noop", "--spec", spec]).await?);
+    }
+    eventually("every slot to be busy", || async {
+        let mut running = 0;
+        for id in &busy {
+            if env.task(id.parse()?).await?.status == TaskStatus::Running {
+                running += 1;
+            }
+        }
+        Ok(running == slots)
+    })
+    .await?;
+    let ahead = chime_ok(&env, &["submit", "--kind", "noop", "--priority", "5"]).await?;
+    let queued = chime_ok(&env, &["submit", "--kind", "noop"]).await?;
+    let out = env.chime(&["task", "show", &queued]).await?;
+    let said = String::from_utf8(out.stdout)?;
+    assert!(
+        said.contains(&format!(
+            "not running: all {slots} slots of group default's 1 online worker(s) are busy; \
+             1 task(s) are queued ahead of it"
+        )),
+        "{said}"
+    );
+    for id in [&queued, &ahead].into_iter().chain(&busy) {
+        chime_ok(&env, &["task", "kill", id]).await?;
+    }
     env.cleanup().await
 }

@@ -242,13 +242,17 @@ pub async fn show(client: &ApiClient, id: uuid::Uuid, json: bool) -> Result<()> 
     field("next try", time(task.next_attempt_at));
     field("reason", opt(task.reason.as_deref()));
     for why in &task.stalled {
-        println!("stalled: {why}");
+        println!("not running: {why}");
     }
     if !task.waiting_on.is_empty() {
         println!("waiting on:");
         for unmet in &task.waiting_on {
+            let task = unmet
+                .task
+                .map(|id| format!(" (task {id})"))
+                .unwrap_or_default();
             println!(
-                "  {} {} {}",
+                "  {} {} {}{task}",
                 unmet.upstream,
                 time(unmet.data_time),
                 unmet.state
