@@ -529,6 +529,9 @@ async function jobPage(main, group, name) {
     h("dt", {}, "timeout"), h("dd", {}, job.timeout_ms ? `${job.timeout_ms} ms` : "none"),
     h("dt", {}, "data-time period"), h("dd", {}, job.data_time_period ? `${job.data_time_period} (${job.data_time_zone || "UTC"})` : "none"),
     h("dt", {}, "execute user"), h("dd", {}, job.execute_user || "the worker's default"),
+    h("dt", {}, "success expected"), h("dd", {}, job.expect_success_within_ms
+      ? `within ${job.expect_success_within_ms / 3600000 >= 1 ? `${+(job.expect_success_within_ms / 3600000).toFixed(2)} h` : `${+(job.expect_success_within_ms / 60000).toFixed(2)} min`} (else the webhooks are told)`
+      : "–"),
     h("dt", {}, "state"), h("dd", {}, job.paused ? "paused" : "active"),
     h("dt", {}, "spec"), h("dd", {}, h("pre", { class: "mono" }, JSON.stringify(job.spec, null, 2))));
   const actions = h("div", { class: "row-actions" },

@@ -8,6 +8,7 @@
 //! dead-lettered. [`sweep`] re-derives from the database what lost events would have done.
 
 pub mod advance;
+pub mod outcomes;
 pub mod sweep;
 
 use std::sync::Arc;
@@ -58,6 +59,10 @@ pub async fn run(node: &Node, shutdown: CancellationToken) {
 async fn consume(node: &Node, shutdown: CancellationToken) {
     let queue = node.broker.topology().dependencies_queue();
     let handling = TaskTracker::new();
+    let outcomes = Arc::new(outcomes::JobOutcomes::default());
+    if let Err(error) = outcomes.register_existing(&node.store).await {
+        warn!(%error, "cannot read the jobs; their outcome counts appear with their first end");
+    }
     let slots = Arc::new(Semaphore::new(usize::from(CONCURRENCY)));
     async {
         while let Some(conn) = node.broker.connection(&shutdown).await {
@@ -113,12 +118,13 @@ async fn consume(node: &Node, shutdown: CancellationToken) {
                 let Ok(slot) = slot else {
                     break;
                 };
-                let (store, topology, channel, queue, stop) = (
+                let (store, topology, channel, queue, stop, outcomes) = (
                     node.store.clone(),
                     node.broker.topology().clone(),
                     channel.clone(),
                     queue.clone(),
                     shutdown.clone(),
+                    outcomes.clone(),
                 );
                 handling.spawn(async move {
                     let _slot = slot;
@@ -145,6 +151,9 @@ async fn consume(node: &Node, shutdown: CancellationToken) {
                             Ok(()) => {
                                 metrics::histogram!("chime_dependency_event_seconds")
                                     .record(started.elapsed());
+                                if let Err(error) = outcomes.count(&store, &event).await {
+                                    warn!(%error, "cannot count the task's end");
+                                }
                                 let _ = delivery.acker.ack(BasicAckOptions::default()).await;
                                 return;
                             }

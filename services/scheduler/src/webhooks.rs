@@ -1,6 +1,7 @@
 //! Where failure notifications leave: due webhook deliveries are claimed, POSTed and recorded
 //! (`shared/src/store/webhooks.rs` has their life). Every scheduler instance delivers; a claim
-//! keeps two from sending the same try.
+//! keeps two from sending the same try. Every [`CHECK_WINDOWS`] the loop also looks for jobs that
+//! missed their success window, whose notifications it then delivers like any other.
 
 use std::time::Duration;
 
@@ -12,6 +13,8 @@ use tracing::{Instrument, info_span, warn};
 const POLL: Duration = Duration::from_secs(1);
 /// How many deliveries one round sends.
 const BATCH: i64 = 20;
+/// How often jobs are checked for a missed success window.
+const CHECK_WINDOWS: Duration = Duration::from_secs(5);
 /// How long a receiver has to answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -31,10 +34,23 @@ pub async fn run(store: Store, shutdown: CancellationToken) {
         }
     };
     async {
+        let mut last_check: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(POLL) => {}
+            }
+            if last_check.is_none_or(|at| at.elapsed() >= CHECK_WINDOWS) {
+                last_check = Some(tokio::time::Instant::now());
+                match webhooks::notify_overdue(&store).await {
+                    Ok(0) => {}
+                    Ok(jobs) => {
+                        warn!(jobs, "jobs missed their success window; notifying");
+                        metrics::counter!("chime_jobs_success_overdue_total")
+                            .increment(jobs.unsigned_abs());
+                    }
+                    Err(error) => warn!(%error, "cannot check the jobs' success windows"),
+                }
             }
             let due = match webhooks::claim_due(&store, BATCH).await {
                 Ok(due) => due,

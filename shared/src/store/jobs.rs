@@ -77,6 +77,10 @@ pub struct NewJob {
     /// Keep this job's ended tasks this many days (default: the installation's retention).
     #[serde(default)]
     pub retention_days: Option<i32>,
+    /// Notify the webhooks (`job.success_overdue`) when the job has not succeeded for this
+    /// long: since its latest success, or since the window was set.
+    #[serde(default)]
+    pub expect_success_within_ms: Option<i64>,
 }
 
 /// A stored job.
@@ -116,6 +120,9 @@ pub struct JobView {
     /// How many days its ended tasks are kept, if not the installation's retention.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_days: Option<i32>,
+    /// The longest it may go without a success before the webhooks are told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_success_within_ms: Option<i64>,
     /// Retries after a rejection.
     #[serde(default)]
     pub reject_retries: i32,
@@ -174,6 +181,7 @@ struct JobRow {
     data_time_period: Option<String>,
     data_time_zone: String,
     retention_days: Option<i32>,
+    expect_success_within_ms: Option<i64>,
     reject_retries: i32,
     failed_retries: i32,
     execute_user: Option<String>,
@@ -208,6 +216,7 @@ impl From<JobRow> for JobView {
             data_time_period: r.data_time_period,
             data_time_zone: r.data_time_zone,
             retention_days: r.retention_days,
+            expect_success_within_ms: r.expect_success_within_ms,
             reject_retries: r.reject_retries,
             failed_retries: r.failed_retries,
             execute_user: r.execute_user,
@@ -228,7 +237,8 @@ impl From<JobRow> for JobView {
 
 const JOB_COLUMNS: &str = "id, group_name, name, description, kind, spec, worker_group, priority, \
                            concurrent, requests_recovery, paused, timeout_ms, data_time_period, \
-                           data_time_zone, retention_days, reject_retries, failed_retries, execute_user, data";
+                           data_time_zone, retention_days, expect_success_within_ms, \
+                           reject_retries, failed_retries, execute_user, data";
 
 /// `SELECT` jobs `{where}` with their trigger count, next fire and last run: each extra read on
 /// an index (triggers by job; tasks by job and data time).
@@ -239,7 +249,8 @@ macro_rules! select_jobs_with_schedule {
                     l.status AS last_task_status, l.data_time AS last_data_time
              FROM (SELECT id, group_name, name, description, kind, spec, worker_group, priority,
                           concurrent, requests_recovery, paused, timeout_ms, data_time_period,
-                          data_time_zone, retention_days, reject_retries, failed_retries, execute_user, data
+                          data_time_zone, retention_days, expect_success_within_ms, reject_retries,
+                          failed_retries, execute_user, data
                    FROM jobs ",
             $where,
             ") j
@@ -310,6 +321,9 @@ impl NewJob {
         }
         if matches!(self.timeout_ms, Some(t) if t <= 0) {
             return invalid("timeout_ms must be positive".into());
+        }
+        if matches!(self.expect_success_within_ms, Some(t) if t <= 0) {
+            return invalid("expect_success_within_ms must be positive".into());
         }
         validate_builtin_spec(&self.kind, &self.spec)
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -461,12 +475,13 @@ async fn settings(store: &Store, group: &str, name: &str) -> Result<(NewJob, i64
         data_time_zone: String,
         execute_user: Option<String>,
         retention_days: Option<i32>,
+        expect_success_within_ms: Option<i64>,
     }
     let row: Option<Row> = sqlx::query_as(
         "SELECT xmin::text::bigint AS version, description, kind, spec, worker_group, priority,
                 concurrent, requests_recovery, data, reject_retries, reject_interval_ms,
                 failed_retries, failed_interval_ms, backoff, timeout_ms, data_time_period,
-                data_time_zone, execute_user, retention_days
+                data_time_zone, execute_user, retention_days, expect_success_within_ms
          FROM jobs WHERE group_name = $1 AND name = $2",
     )
     .bind(group)
@@ -498,6 +513,7 @@ async fn settings(store: &Store, group: &str, name: &str) -> Result<(NewJob, i64
         data_time_zone: Some(r.data_time_zone),
         execute_user: r.execute_user,
         retention_days: r.retention_days,
+        expect_success_within_ms: r.expect_success_within_ms,
     };
     Ok((job, r.version))
 }
@@ -525,11 +541,14 @@ async fn save(store: &Store, job: NewJob, existing: Option<i64>) -> Result<JobVi
                               requests_recovery, data, reject_retries, reject_interval_ms,
                               failed_retries, failed_interval_ms, backoff, timeout_ms,
                               data_time_period, execute_user, data_time_zone, retention_days,
-                              updated_at)
+                              expect_success_within_ms, updated_at)
                  = ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-                    $20, now())
+                    $20, $21, now()),
+                 expect_success_since = CASE
+                     WHEN expect_success_within_ms IS DISTINCT FROM $21 THEN now()
+                     ELSE expect_success_since END
              WHERE group_name = $1 AND name = $2
-               AND ($21::bigint = 0 OR xmin::text::bigint = $21)
+               AND ($22::bigint = 0 OR xmin::text::bigint = $22)
              RETURNING {JOB_COLUMNS}"
         )
     } else {
@@ -538,9 +557,9 @@ async fn save(store: &Store, job: NewJob, existing: Option<i64>) -> Result<JobVi
                                concurrent, requests_recovery, data, reject_retries,
                                reject_interval_ms, failed_retries, failed_interval_ms, backoff,
                                timeout_ms, data_time_period, execute_user, data_time_zone,
-                               retention_days)
+                               retention_days, expect_success_within_ms)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                     $18, $19, $20)
+                     $18, $19, $20, $21)
              RETURNING {JOB_COLUMNS}"
         )
     };
@@ -564,7 +583,8 @@ async fn save(store: &Store, job: NewJob, existing: Option<i64>) -> Result<JobVi
         .bind(&job.data_time_period)
         .bind(&job.execute_user)
         .bind(job.data_time_zone.as_deref().unwrap_or("UTC"))
-        .bind(job.retention_days);
+        .bind(job.retention_days)
+        .bind(job.expect_success_within_ms);
     // Only an update has the version parameter.
     let query = match existing {
         Some(version) => query.bind(version),

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //!   task → failed (any path; a trigger on `tasks`, same transaction)
+//!   job's success window missed (a scheduler's check, [`notify_overdue`], once per deadline)
 //!     └─▶ webhook_deliveries row per matching webhook ──due──▶ claimed by a scheduler
 //!           ──POST 2xx──▶ delivered      ──error / non-2xx──▶ retried (1 s, 2 s, 4 s … 10 min)
 //! ```
@@ -131,6 +132,48 @@ pub async fn delete(store: &Store, id: i64) -> Result<(), StoreError> {
         return Err(StoreError::NotFound(format!("webhook {id}")));
     }
     Ok(())
+}
+
+/// Writes a `job.success_overdue` delivery, for each of its webhooks and every global one, for
+/// each job whose latest success (or, before its first, the setting of its window) is older than
+/// its `expect_success_within_ms`, once per missed deadline: the deadline notified is recorded
+/// on the job in the same statement, so two schedulers checking at once notify it once. Returns
+/// how many jobs were found overdue.
+pub async fn notify_overdue(store: &Store) -> Result<i64, StoreError> {
+    sqlx::query_scalar(
+        "WITH due AS (
+             SELECT j.id, j.group_name || '.' || j.name AS job, j.expect_success_within_ms,
+                    s.finished_at AS last_success,
+                    coalesce(s.finished_at, j.expect_success_since)
+                        + j.expect_success_within_ms * interval '1 millisecond' AS deadline
+             FROM jobs j
+             LEFT JOIN LATERAL (
+                 SELECT t.finished_at FROM tasks t
+                 WHERE t.job_id = j.id AND t.status = 'succeeded'
+                 ORDER BY t.data_time DESC LIMIT 1
+             ) s ON true
+             WHERE j.expect_success_within_ms IS NOT NULL
+         ), overdue AS (
+             UPDATE jobs j SET success_overdue_notified = due.deadline
+             FROM due
+             WHERE j.id = due.id AND due.deadline <= now()
+               AND j.success_overdue_notified IS DISTINCT FROM due.deadline
+             RETURNING j.id, due.job, due.deadline, due.last_success,
+                       due.expect_success_within_ms
+         ), sent AS (
+             INSERT INTO webhook_deliveries (webhook_id, body)
+             SELECT w.id, jsonb_build_object(
+                        'v', 1, 'event', 'job.success_overdue', 'job', o.job,
+                        'expect_success_within_ms', o.expect_success_within_ms,
+                        'last_success_at', o.last_success, 'deadline', o.deadline, 'at', now())
+             FROM overdue o JOIN webhooks w ON w.job_id IS NULL OR w.job_id = o.id
+             RETURNING 1
+         )
+         SELECT count(*) FROM overdue",
+    )
+    .fetch_one(store.pool())
+    .await
+    .context("notifying missed success windows")
 }
 
 /// Claims up to `limit` due deliveries for one try each (see the module's comment).

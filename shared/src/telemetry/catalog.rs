@@ -47,6 +47,16 @@ pub fn describe() {
          (group.name): alert on time() minus it (scheduler, every 15 s)."
     );
     describe_counter!(
+        "chime_jobs_success_overdue_total",
+        "Jobs found past their success window (expect_success_within_ms), once per missed \
+         deadline; each is notified to the job's webhooks and the global ones."
+    );
+    describe_counter!(
+        "chime_job_tasks_finished_total",
+        "Tasks of jobs that ended, by job (group.name) and outcome (succeeded, failed, killed), \
+         counted by the dependency service that handled the end's event: sum across instances."
+    );
+    describe_counter!(
         "chime_webhook_deliveries_total",
         "Webhook POSTs by a scheduler instance, by outcome (delivered, failed: tried again later)."
     );
@@ -251,6 +261,7 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
             "chime_pruned_tasks_total",
             "chime_outbox_published_total",
             "chime_outbox_publish_failures_total",
+            "chime_jobs_success_overdue_total",
         ],
         Role::Worker => &[
             "chime_worker_heartbeats_total",

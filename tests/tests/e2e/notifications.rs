@@ -137,3 +137,79 @@ async fn a_failure_webhook_is_delivered_once_and_retried_across_a_receiver_outag
     );
     env.cleanup().await
 }
+
+/// A job that has not succeeded within its window (`--expect-success-within`) is notified once
+/// per missed deadline, to its own webhooks and the global ones; a success moves the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missed_success_window_is_notified_once_per_deadline() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let ok = |out: std::process::Output| {
+        anyhow::ensure!(out.status.success(), "{out:?}");
+        Ok(last_line(&out))
+    };
+    ok(env
+        .chime(&[
+            "job",
+            "create",
+            "report",
+            "--kind",
+            "noop",
+            "--expect-success-within",
+            "3s",
+        ])
+        .await?)?;
+    let shown = env.chime(&["job", "show", "report"]).await?;
+    let shown = String::from_utf8(shown.stdout)?;
+    let bodies: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    tokio::spawn(receiver(listener, bodies.clone()));
+    ok(env
+        .chime(&["webhook", "add", &url, "--job", "report"])
+        .await?)?;
+    let overdue = || {
+        bodies
+            .lock()
+            .map(|b| {
+                b.iter()
+                    .filter(|b| b["event"] == "job.success_overdue")
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    eventually("the first missed window", || async {
+        Ok(overdue().len() == 1)
+    })
+    .await?;
+    let first = overdue().remove(0);
+    assert_eq!(first["job"], "default.report", "{first}");
+    assert_eq!(first["expect_success_within_ms"], 3000, "{first}");
+    assert!(first["last_success_at"].is_null(), "{first}");
+
+    // A success moves the deadline; missing the next one is told once more.
+    let id = ok(env.chime(&["job", "run", "report"]).await?)?;
+    assert_eq!(
+        env.wait_terminal(id.parse()?).await?.status,
+        TaskStatus::Succeeded
+    );
+    eventually("the second missed window", || async {
+        Ok(overdue().len() == 2)
+    })
+    .await?;
+    let second = overdue().remove(1);
+    assert!(second["last_success_at"].is_string(), "{second}");
+    assert_ne!(first["deadline"], second["deadline"]);
+    let notified: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM webhook_deliveries WHERE body->>'event' = 'job.success_overdue'",
+    )
+    .fetch_one(env.store.pool())
+    .await?;
+    assert_eq!(notified, 2, "one delivery per missed deadline");
+    assert!(
+        shown.contains("within 3s"),
+        "job show names the window: {shown}"
+    );
+    env.cleanup().await
+}

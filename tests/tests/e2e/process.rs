@@ -205,6 +205,8 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
     .await?;
     let _scheduler = env.spawn_chime(&["scheduler", "--metrics-addr", &scheduler_addr])?;
     let _worker = env.spawn_chime(&["worker", "--metrics-addr", &worker_addr])?;
+    let dependency_addr = format!("127.0.0.1:{}", chime_tests::free_port()?);
+    let _dependency = env.spawn_chime(&["dependency", "--metrics-addr", &dependency_addr])?;
     let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
     let task = chime_core::store::task_lifecycle::submit(
         &env.store,
@@ -289,6 +291,19 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
             "no HELP for {name}:\n{scheduler}"
         );
     }
+    // Tasks finished by job and outcome: counted by the dependency service from their events,
+    // every outcome of a job there from the start.
+    let dependency_url = format!("http://{dependency_addr}/metrics");
+    eventually("the job's finished tasks", || async {
+        Ok(metrics_text(&dependency_url).await.is_ok_and(|m| {
+            m.contains(
+                r#"chime_job_tasks_finished_total{job="default.tick",outcome="succeeded"} 3"#,
+            ) && m.contains(
+                r#"chime_job_tasks_finished_total{job="default.tick",outcome="failed"} 0"#,
+            )
+        }))
+    })
+    .await?;
     let both = format!("{scheduler}{}", metrics_text(&worker_url).await?);
     assert!(both.contains("# HELP chime_fire_lag_seconds "), "{both}");
     // The lag is a histogram in seconds, by worker group.

@@ -160,6 +160,10 @@ pub struct JobCreate {
     /// Keep this job's ended tasks this many days (default: scheduler.retention_days).
     #[arg(long)]
     retention_days: Option<i32>,
+    /// Tell the webhooks when the job has not succeeded for this long (25h, 90m; 0s: never),
+    /// once per missed deadline.
+    #[arg(long, value_parser = super::tasks::parse_age)]
+    expect_success_within: Option<u64>,
     /// Failed attempts to retry (the failed budget; default 0).
     #[arg(long)]
     failed_retries: Option<i32>,
@@ -721,6 +725,9 @@ fn job_patch(args: &JobCreate) -> Result<serde_json::Value> {
             set(field, json!(value));
         }
     }
+    if let Some(seconds) = args.expect_success_within {
+        set("expect_success_within_ms", expect_within_ms(seconds));
+    }
     if let Some(backoff) = &args.backoff {
         set(
             "backoff",
@@ -791,7 +798,18 @@ fn new_job(args: JobCreate) -> Result<NewJob> {
         },
         execute_user: args.execute_user,
         description: args.description,
+        expect_success_within_ms: args
+            .expect_success_within
+            .and_then(|s| expect_within_ms(s).as_i64()),
     })
+}
+
+/// `--expect-success-within` in milliseconds; `0s` (no window) is null.
+fn expect_within_ms(seconds: u64) -> serde_json::Value {
+    match seconds {
+        0 => serde_json::Value::Null,
+        s => json!(s.saturating_mul(1000)),
+    }
 }
 
 /// A pause or resume; prints how many triggers changed.
@@ -927,6 +945,15 @@ async fn show_job(client: &ApiClient, job: &Named, json: bool) -> Result<()> {
         "retention",
         view.retention_days
             .map_or("the installation's".into(), |d| format!("{d} days")),
+    );
+    field(
+        "success expected",
+        view.expect_success_within_ms.map_or("-".into(), |ms| {
+            format!(
+                "within {:#} (else the webhooks are told)",
+                jiff::SignedDuration::from_millis(ms)
+            )
+        }),
     );
     field(
         "state",
