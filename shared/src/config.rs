@@ -64,8 +64,10 @@ pub struct Settings {
     /// identity a submission's validated `user_id` property maps to.
     #[serde(default)]
     pub amqp_users: BTreeMap<String, AmqpUser>,
-    /// Size of the PostgreSQL connection pool (`CHIME_DB_POOL_SIZE`).
-    pub db_pool_size: u32,
+    /// Size of the PostgreSQL connection pool (`CHIME_DB_POOL_SIZE`), for whichever service
+    /// runs; without it each has its own ([`Settings::pool_size`]).
+    #[serde(default)]
+    pub db_pool_size: Option<u32>,
     /// Worker settings (`[worker]` in chime.toml, `CHIME_WORKER__…` in the environment).
     pub worker: WorkerSettings,
     /// Scheduler settings (`[scheduler]` in chime.toml, `CHIME_SCHEDULER__…`).
@@ -195,6 +197,26 @@ pub struct Overrides {
 }
 
 impl Settings {
+    /// The most pooled PostgreSQL connections a process running `role` opens: `db_pool_size`
+    /// if set, else the role's own. A worker's pool grows with its slots — one connection, one
+    /// more per 8 slots, at most 3 — since it batches its transitions (its liveness session is
+    /// one more, outside the pool); a scheduler's loops share 4, a dependency service's events
+    /// 2, an API's requests 8, and `chime up`, which runs them all, 16. A process also holds
+    /// one connection per LISTEN it makes (schedulers and `chime up`: 2). README, "Connections",
+    /// has the sum.
+    pub fn pool_size(&self, role: &str) -> u32 {
+        if let Some(size) = self.db_pool_size {
+            return size.max(1);
+        }
+        match role {
+            "worker" => (1 + u32::from(self.worker.concurrency) / 8).min(3),
+            "scheduler" => 4,
+            "dependency" => 2,
+            "api" => 8,
+            _ => 16,
+        }
+    }
+
     /// Loads the settings from every layer, flags winning.
     pub fn load(overrides: Overrides) -> Result<Self, ConfigError> {
         let file = overrides
@@ -208,7 +230,6 @@ impl Settings {
             .set_default("prefix", DEFAULT_PREFIX)?
             .set_default("api_addr", DEFAULT_API_ADDR)?
             .set_default("api_url", DEFAULT_API_URL)?
-            .set_default("db_pool_size", 16)?
             .set_default("worker.groups", vec!["default"])?
             .set_default("worker.concurrency", 16)?
             .set_default("worker.output_tail_bytes", 64 * 1024)?

@@ -51,7 +51,7 @@ impl Node {
         };
         let store = Store::connect_with(
             &settings.database_url,
-            settings.db_pool_size,
+            settings.pool_size(role),
             acquire_timeout,
         )
         .await?;
@@ -63,8 +63,13 @@ impl Node {
             name,
             stop.child_token(),
         );
-        let relay =
-            tokio::spawn(OutboxRelay::new(store.clone(), broker.clone()).run(stop.child_token()));
+        // A worker's, a dependency service's or an API's relay publishes what its own process
+        // wrote (woken in-process) and polls for the rest; the schedulers' relays LISTEN for
+        // every process's rows, so thirty workers do not hold thirty listening connections.
+        let listens = !matches!(role, "worker" | "dependency" | "api");
+        let relay = tokio::spawn(
+            OutboxRelay::new(store.clone(), broker.clone(), listens).run(stop.child_token()),
+        );
         Ok(Self {
             settings,
             store,

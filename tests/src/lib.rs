@@ -97,7 +97,7 @@ impl TestEnv {
         // servers trust loopback connections: workers run tasks anyway (tests that check the
         // refusal turn this off).
         let mut settings = Settings {
-            db_pool_size: 4,
+            db_pool_size: Some(4),
             ..settings
         };
         settings.worker.allow_open_store = true;
@@ -238,21 +238,31 @@ impl TestEnv {
         args: &[&str],
         envs: &[(&str, &str)],
     ) -> Result<tokio::process::Child> {
-        Ok(tokio::process::Command::new(chime_binary()?)
-            .args(args)
+        Ok(self
+            .chime_command(args)?
             .envs(envs.iter().copied())
+            .env("CHIME_DB_POOL_SIZE", "4")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?)
+    }
+
+    /// `chime ARGS…` with this installation's settings in its environment and every pool at its
+    /// role's default size, killed when dropped; the caller decides where its output goes.
+    pub fn chime_command(&self, args: &[&str]) -> Result<tokio::process::Command> {
+        let mut command = tokio::process::Command::new(chime_binary()?);
+        command
+            .args(args)
             .env("CHIME_DATABASE_URL", &self.settings.database_url)
             .env("CHIME_AMQP_URL", &self.settings.amqp_url)
             .env("CHIME_PREFIX", &self.settings.prefix)
-            .env("CHIME_DB_POOL_SIZE", "4")
             .env("CHIME_CONFIG", "/nonexistent/chime.toml")
             .env("CHIME_WORKER__ALLOW_OPEN_STORE", "true")
             .env("RUST_LOG", "warn")
             .env_remove("DATABASE_URL")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?)
+            .env_remove("CHIME_DB_POOL_SIZE")
+            .kill_on_drop(true);
+        Ok(command)
     }
 
     /// Stops the services and removes the test's database, queues and exchanges.
@@ -376,12 +386,21 @@ pub fn chime_binary() -> Result<PathBuf> {
 }
 
 /// Waits (polling) until `check` holds, for up to 60 s: generous, so slow machines pass.
-pub async fn eventually<F, Fut>(what: &str, mut check: F) -> Result<()>
+pub async fn eventually<F, Fut>(what: &str, check: F) -> Result<()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<bool>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    eventually_within(what, Duration::from_secs(60), check).await
+}
+
+/// [`eventually`], for up to `limit`: for a test whose condition takes a load's time.
+pub async fn eventually_within<F, Fut>(what: &str, limit: Duration, mut check: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<bool>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
     let mut last_error = None;
     loop {
         match check().await {

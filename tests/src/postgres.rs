@@ -21,23 +21,33 @@ pub struct PrivatePostgres {
 impl PrivatePostgres {
     /// Creates and starts a server on a free port.
     pub async fn start() -> Result<Self> {
-        Self::start_with(None, false).await
+        Self::start_with(None, false, 300).await
+    }
+
+    /// Like [`PrivatePostgres::start`], allowing `max_connections` sessions (PostgreSQL's
+    /// default is 100, three of them kept for superusers).
+    pub async fn start_with_max_connections(max_connections: u32) -> Result<Self> {
+        Self::start_with(None, false, max_connections).await
     }
 
     /// Like [`PrivatePostgres::start`], with every commit flushed before it is acknowledged, as
     /// a production server has it: a crash (`crash`, `kill_postmaster`) loses nothing committed.
     /// (The others trade that for speed, and are only ever stopped cleanly.)
     pub async fn start_durable() -> Result<Self> {
-        Self::start_with(None, true).await
+        Self::start_with(None, true, 300).await
     }
 
     /// Like [`PrivatePostgres::start`], but every connection, local or TCP, needs a password
     /// (`scram-sha-256`); the superuser `postgres` has `password`.
     pub async fn start_with_password(password: &str) -> Result<Self> {
-        Self::start_with(Some(password.to_string()), false).await
+        Self::start_with(Some(password.to_string()), false, 300).await
     }
 
-    async fn start_with(password: Option<String>, durable: bool) -> Result<Self> {
+    async fn start_with(
+        password: Option<String>,
+        durable: bool,
+        max_connections: u32,
+    ) -> Result<Self> {
         let bin = binaries()?;
         let dir = std::env::temp_dir().join(format!("chime-pg-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir)?;
@@ -93,7 +103,7 @@ impl PrivatePostgres {
         };
         let conf = format!(
             "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
-             {durability}max_connections = 300\n",
+             {durability}max_connections = {max_connections}\n",
             server.port,
             path_str(&server.dir)?
         );
@@ -116,6 +126,11 @@ impl PrivatePostgres {
     /// Its port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// What the server has logged so far.
+    pub fn log(&self) -> Result<String> {
+        Ok(std::fs::read_to_string(self.dir.join("server.log"))?)
     }
 
     /// Stops the server (fast shutdown: sessions are cut, as in a crash of the clients' view).

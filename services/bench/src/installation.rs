@@ -56,7 +56,7 @@ impl Installation {
     /// Starts `count` scheduler instances, each on its own node (pool, broker, relay).
     pub async fn start_schedulers(&mut self, count: usize) -> BenchResult<()> {
         for _ in 0..count {
-            let node = Arc::new(Node::start(self.settings.clone(), "bench").await?);
+            let node = Arc::new(Node::start(self.settings.clone(), "scheduler").await?);
             let (n, stop) = (node.clone(), self.shutdown.clone());
             tokio::spawn(async move {
                 let settings = SchedulerSettings::from_config(&n.settings.scheduler);
@@ -70,7 +70,10 @@ impl Installation {
     /// Starts `count` workers with `concurrency` slots each, each on its own node.
     pub async fn start_workers(&mut self, count: usize, concurrency: u16) -> BenchResult<()> {
         for _ in 0..count {
-            let node = Arc::new(Node::start(self.settings.clone(), "bench").await?);
+            // The worker's node is sized as a `chime worker` with these slots is.
+            let mut settings = self.settings.clone();
+            settings.worker.concurrency = concurrency;
+            let node = Arc::new(Node::start(settings, "worker").await?);
             let (n, stop) = (node.clone(), self.shutdown.clone());
             // The benchmark's workers run its noop tasks only, on a throwaway installation.
             let worker = WorkerSettings {
@@ -89,7 +92,7 @@ impl Installation {
     /// Starts `count` dependency services, each on its own node.
     pub async fn start_dependency_services(&mut self, count: usize) -> BenchResult<()> {
         for _ in 0..count {
-            let node = Arc::new(Node::start(self.settings.clone(), "bench").await?);
+            let node = Arc::new(Node::start(self.settings.clone(), "dependency").await?);
             let (n, stop) = (node.clone(), self.shutdown.clone());
             tokio::spawn(async move { chime_dependency::run(&n, stop).await });
             self.nodes.push(node);

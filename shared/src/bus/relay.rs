@@ -4,7 +4,7 @@
 //!   claim rows due within 50 ms (lease) ──▶ publish each at its time, pipelined
 //!          ──▶ await confirms ──▶ mark sent
 //!          ▲                                                    │ nack / broker gone
-//!          └── NOTIFY <schema>.outbox, or the poll backstop ◀── release the lease
+//!          └── own writes, NOTIFY <schema>.outbox, or the poll ◀── release the lease
 //! ```
 //!
 //! A crash anywhere between the claim and the mark re-publishes after the lease expires; consumers
@@ -48,6 +48,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 pub struct OutboxRelay {
     store: Store,
     broker: Broker,
+    listens: bool,
 }
 
 enum Round {
@@ -58,9 +59,15 @@ enum Round {
 }
 
 impl OutboxRelay {
-    /// A relay for `store` publishing through `broker`.
-    pub fn new(store: Store, broker: Broker) -> Self {
-        Self { store, broker }
+    /// A relay for `store` publishing through `broker`. It wakes when its own process writes
+    /// outbox rows ([`Store::outbox_written`]), at the poll backstop, and, if it `listens`, on
+    /// the NOTIFY of any process's rows (a connection of its own).
+    pub fn new(store: Store, broker: Broker, listens: bool) -> Self {
+        Self {
+            store,
+            broker,
+            listens,
+        }
     }
 
     /// Runs until `shutdown`.
@@ -71,7 +78,11 @@ impl OutboxRelay {
     }
 
     async fn run_inner(self, shutdown: CancellationToken) {
-        let mut listener = notify::listen(&self.store, &self.store.outbox_channel()).await;
+        let mut listener = if self.listens {
+            notify::listen(&self.store, &self.store.outbox_channel()).await
+        } else {
+            None
+        };
         let mut last_prune = Instant::now();
         'connection: while let Some(conn) = self.broker.connection(&shutdown).await {
             let channel = match confirm_channel(&conn).await {
@@ -136,6 +147,7 @@ impl OutboxRelay {
             _ = shutdown.cancelled() => {}
             _ = tokio::time::sleep(sleep) => {}
             _ = notify::notified(listener) => {}
+            _ = self.store.outbox_hint() => {}
         }
     }
 

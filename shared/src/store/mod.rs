@@ -94,11 +94,17 @@ impl<T> Context<T> for Result<T, sqlx::Error> {
 /// the transaction back): what a frozen process can delay what its locks hold.
 pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5s";
 
+/// How long a pooled connection may sit idle before it is closed: a process that was busy gives
+/// its connections back to the server's budget soon after.
+pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The job store of one chime process.
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: PgPool,
     schema: Arc<str>,
+    /// Wakes this process's outbox relay when this process wrote outbox rows.
+    outbox_written: Arc<tokio::sync::Notify>,
 }
 
 impl Store {
@@ -134,7 +140,9 @@ impl Store {
         };
         ensure_database(&options).await?;
         let pool = PgPoolOptions::new()
-            .max_connections(pool_size.max(2))
+            .max_connections(pool_size.max(1))
+            .min_connections(0)
+            .idle_timeout(IDLE_CONNECTION_TIMEOUT)
             .acquire_timeout(acquire_timeout)
             .connect_with(options)
             .await
@@ -153,6 +161,7 @@ impl Store {
         Ok(Self {
             pool,
             schema: schema.into(),
+            outbox_written: Arc::default(),
         })
     }
 
@@ -180,6 +189,18 @@ impl Store {
     /// The NOTIFY channel that wakes the schedulers of this schema.
     pub fn triggers_channel(&self) -> String {
         format!("{}.triggers", self.schema)
+    }
+
+    /// Tells this process's outbox relay that rows were committed for it to publish now: a relay
+    /// that does not LISTEN (a worker's, a dependency service's, an API's) otherwise finds them
+    /// at its next poll, or another process's listening relay does.
+    pub fn outbox_written(&self) {
+        self.outbox_written.notify_one();
+    }
+
+    /// Resolves when [`Store::outbox_written`] is called (or was, since the last wait).
+    pub async fn outbox_hint(&self) {
+        self.outbox_written.notified().await;
     }
 
     /// The NOTIFY channel that wakes outbox relays of this schema.

@@ -1,14 +1,23 @@
 //! NOTIFY as a wake-up hint. Whoever waits on a listener also polls: a notification lost while a
 //! listener reconnects is found by the next scan.
 
-use sqlx::postgres::PgListener;
+use std::time::Duration;
+
+use sqlx::postgres::{PgListener, PgPoolOptions};
 use tracing::{debug, warn};
 
 use super::Store;
 
-/// A listener on `channel`, or None (the caller then only polls) when it cannot be opened.
+/// A listener on `channel`, or None (the caller then only polls) when it cannot be opened. It has
+/// a connection of its own, outside the store's pool: a pool sized for work keeps all of it.
 pub async fn listen(store: &Store, channel: &str) -> Option<PgListener> {
-    let mut listener = match PgListener::connect_with(store.pool()).await {
+    let own = PgPoolOptions::new()
+        .max_connections(1)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_lazy_with(store.pool().connect_options().as_ref().clone());
+    let mut listener = match PgListener::connect_with(&own).await {
         Ok(listener) => listener,
         Err(error) => {
             warn!(%error, channel, "cannot open a listener connection; polling only");

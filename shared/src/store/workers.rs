@@ -373,6 +373,7 @@ pub async fn request_drain(
     .fetch_optional(store.pool())
     .await
     .context("asking the worker to drain")?;
+    store.outbox_written();
     match status.as_deref() {
         None => Err(StoreError::NotFound(format!("worker {id}"))),
         Some("online" | "disconnected") => Ok(()),

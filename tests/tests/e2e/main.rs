@@ -14,6 +14,7 @@ mod notifications;
 mod outbox;
 mod process;
 mod retention;
+mod scale;
 mod schedule;
 mod security;
 mod triggers;

@@ -200,6 +200,7 @@ pub async fn republish_ready_attempt(
     tx.commit()
         .await
         .context("committing a republished attempt")?;
+    store.outbox_written();
     Ok(true)
 }
 
@@ -367,6 +368,7 @@ pub async fn finish_attempts(
     .fetch_all(store.pool())
     .await
     .context("finishing attempts")?;
+    store.outbox_written();
     moved
         .into_iter()
         .map(|(id, attempt, status)| {
@@ -408,5 +410,6 @@ pub async fn release_due_retries(
     let messages: Vec<TaskMessage> = released.iter().map(|r| r.message(r.attempt)).collect();
     enqueue_task_messages(&mut tx, topology, &messages).await?;
     tx.commit().await.context("committing released retries")?;
+    store.outbox_written();
     Ok(released.len())
 }

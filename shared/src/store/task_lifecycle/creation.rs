@@ -149,6 +149,7 @@ pub async fn submit_many(
     .fetch_all(store.pool())
     .await
     .context("inserting the tasks")?;
+    store.outbox_written();
     let inserted: std::collections::HashSet<Uuid> = inserted.into_iter().collect();
     Ok(ids
         .into_iter()
@@ -378,5 +379,6 @@ pub async fn run_job_now(
     .execute(store.pool())
     .await
     .context("running the job")?;
+    store.outbox_written();
     Ok(message.task_id)
 }

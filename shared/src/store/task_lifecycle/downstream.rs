@@ -162,6 +162,7 @@ pub async fn advance_dependent(
     .await
     .context("recording the advanced task")?;
     tx.commit().await.context("committing the advance")?;
+    store.outbox_written();
     Ok(match outcome {
         DependencyOutcome::Met => Advanced::Ready(task.id),
         DependencyOutcome::UpstreamFailed => Advanced::Failed(task.id),
@@ -217,6 +218,7 @@ pub async fn create_backfill(
     .context("creating the backfill's tasks")?;
     promote_backfill_in(&mut tx, topology, id).await?;
     tx.commit().await.context("committing the backfill")?;
+    store.outbox_written();
     Ok(id)
 }
 
@@ -230,6 +232,7 @@ pub async fn promote_backfill(
     let mut tx = store.begin().await?;
     let promoted = promote_backfill_in(&mut tx, topology, backfill_id).await?;
     tx.commit().await.context("committing the promotion")?;
+    store.outbox_written();
     Ok(promoted)
 }
 
@@ -291,6 +294,7 @@ pub async fn kill_backfill(
     .fetch_one(store.pool())
     .await
     .context("cancelling the backfill")?;
+    store.outbox_written();
     Ok(moved.unsigned_abs())
 }
 
@@ -342,6 +346,7 @@ pub async fn record_blocked(
     .await
     .context("recording the blocked run")?;
     tx.commit().await.context("committing the blocked run")?;
+    store.outbox_written();
     Ok(made)
 }
 

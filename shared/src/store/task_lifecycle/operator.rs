@@ -44,6 +44,7 @@ pub async fn kill(
     .fetch_optional(store.pool())
     .await
     .context("killing the task")?;
+    store.outbox_written();
     let row = row.ok_or(StoreError::TaskNotFound(task_id))?;
     let status = |s: &str| {
         s.parse::<TaskStatus>().map_err(|e| StoreError::Database {
@@ -91,6 +92,7 @@ pub async fn rerun(
     }
     let reopened = rerun_in(&mut tx, topology, &[task_id], downstream, may_run_as).await?;
     tx.commit().await.context("committing the rerun")?;
+    store.outbox_written();
     Ok(reopened)
 }
 
@@ -160,6 +162,7 @@ pub async fn rerun_job_tasks(
         tx.rollback().await.context("rolling back the dry run")?;
     } else {
         tx.commit().await.context("committing the reruns")?;
+        store.outbox_written();
     }
     Ok(BulkOutcome {
         tasks: ids,
@@ -198,6 +201,7 @@ pub async fn kill_job_tasks(
         tx.rollback().await.context("rolling back the dry run")?;
     } else {
         tx.commit().await.context("committing the kills")?;
+        store.outbox_written();
     }
     Ok(BulkOutcome {
         tasks: ids,

@@ -169,6 +169,7 @@ pub async fn release_attempts(
     let moved =
         close_lost_attempts(&mut tx, topology, attempts, Some(worker.id), rerun, error).await?;
     tx.commit().await.context("committing released attempts")?;
+    store.outbox_written();
     Ok(moved)
 }
 
@@ -311,6 +312,7 @@ pub async fn republish_stale_ready(
     tx.commit()
         .await
         .context("committing re-published messages")?;
+    store.outbox_written();
     Ok(stale.len())
 }
 
