@@ -47,8 +47,8 @@ pub enum OnUpstreamFailure {
 /// caller must be allowed before it runs, schedules or backfills the job, as
 /// `(group.name, execute_user)`; empty if there is no such job (what the caller then does says
 /// so in its own words).
-pub async fn execute_users(
-    store: &Store,
+pub async fn execute_users<'e>(
+    db: impl sqlx::PgExecutor<'e>,
     group: &str,
     name: &str,
     with_downstream: bool,
@@ -67,7 +67,7 @@ pub async fn execute_users(
     .bind(group)
     .bind(name)
     .bind(with_downstream)
-    .fetch_all(store.pool())
+    .fetch_all(db)
     .await
     .context("reading the execute users of a job and its downstream")?;
     Ok(rows)

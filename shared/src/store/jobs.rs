@@ -415,11 +415,13 @@ pub async fn patch(
     // Each try reads the job and writes only if no one wrote it meanwhile (its row version).
     for _ in 0..5 {
         let (current, version) = settings(store, group, name).await?;
-        let before = serde_json::to_value(&current)
-            .map_err(|e| StoreError::Invalid(format!("reading the job: {e}")))?;
-        super::patch::check(patch, &["group", "name"], &before)?;
-        let mut after = before.clone();
-        super::patch::merge_settings(&mut after, patch, &["spec", "data", "backoff"]);
+        let (before, mut after) = super::patch::apply(
+            &current,
+            patch,
+            &["group", "name"],
+            &["spec", "data", "backoff"],
+            "job",
+        )?;
         // A new kind finds its own worker group (its route), as a created job does, unless the
         // patch names one.
         if patch
@@ -430,8 +432,7 @@ pub async fn patch(
         {
             fields.remove("worker_group");
         }
-        let job: NewJob = serde_json::from_value(after)
-            .map_err(|e| StoreError::Invalid(format!("the job's settings: {e}")))?;
+        let job: NewJob = super::patch::settings(after, "job")?;
         may_run_as(job.execute_user.as_deref()).map_err(StoreError::Forbidden)?;
         match save(store, job, Some(version)).await {
             Ok(view) => {

@@ -78,6 +78,14 @@ pub enum StoreError {
     Forbidden(String),
 }
 
+impl StoreError {
+    /// Whether PostgreSQL ended the transaction to break a deadlock: trying it again is right.
+    pub fn is_deadlock(&self) -> bool {
+        matches!(self, Self::Database { source: sqlx::Error::Database(e), .. }
+            if e.code().as_deref() == Some("40P01"))
+    }
+}
+
 /// Adds what the store was doing to a driver error.
 pub trait Context<T> {
     /// Wraps the error with `context`.

@@ -43,6 +43,31 @@ pub fn check(patch: &Value, fixed: &[&str], current: &Value) -> Result<(), Store
     Ok(())
 }
 
+/// The settings `current` has with `patch` laid over them ([`check`] for the `fixed` ones,
+/// [`merge_settings`] with the `whole` ones), as JSON: `(before, after)`, for the caller to
+/// adjust and read back with [`settings`]. `what` names the object in errors.
+pub fn apply(
+    current: &impl Serialize,
+    patch: &Value,
+    fixed: &[&str],
+    whole: &[&str],
+    what: &str,
+) -> Result<(Value, Value), StoreError> {
+    let before = serde_json::to_value(current)
+        .map_err(|e| StoreError::Invalid(format!("reading the {what}: {e}")))?;
+    check(patch, fixed, &before)?;
+    let mut after = before.clone();
+    merge_settings(&mut after, patch, whole);
+    Ok((before, after))
+}
+
+/// Reads patched settings back as the type the object is created from, so they are validated as
+/// a new object's would be.
+pub fn settings<T: serde::de::DeserializeOwned>(after: Value, what: &str) -> Result<T, StoreError> {
+    serde_json::from_value(after)
+        .map_err(|e| StoreError::Invalid(format!("the {what}'s settings: {e}")))
+}
+
 /// Lays `patch` over `target` as RFC 7386 says: an object merges key by key, `null` removes
 /// the key, anything else replaces the value.
 pub fn merge(target: &mut Value, patch: &Value) {

@@ -425,18 +425,22 @@ pub async fn patch(
         description: Some(row.description).filter(|d| !d.is_empty()),
         data: row.data.0,
     };
+    let (before, after) = super::patch::apply(
+        &current,
+        patch,
+        &["group", "name"],
+        &["schedule", "data"],
+        "trigger",
+    )?;
+    let trigger: NewTrigger = super::patch::settings(after, "trigger")?;
     let json = |t: &NewTrigger| {
         serde_json::to_value(t).map_err(|e| StoreError::Invalid(format!("the trigger: {e}")))
     };
-    let before = json(&current)?;
-    super::patch::check(patch, &["group", "name"], &before)?;
-    let mut after = before.clone();
-    super::patch::merge_settings(&mut after, patch, &["schedule", "data"]);
-    let trigger: NewTrigger = serde_json::from_value(after)
-        .map_err(|e| StoreError::Invalid(format!("the trigger's settings: {e}")))?;
     let job_group = trigger.job_group.as_deref().unwrap_or("default");
     for (job, user) in
-        super::dependencies::execute_users(store, job_group, &trigger.job, false).await?
+        // On the transaction's own connection: one that holds the trigger's row lock must not
+        // wait for a second from the pool.
+        super::dependencies::execute_users(&mut *tx, job_group, &trigger.job, false).await?
     {
         may_run_as(user.as_deref())
             .map_err(|why| StoreError::Forbidden(format!("job {job}: {why}")))?;

@@ -742,6 +742,15 @@ async fn a_jobs_failed_runs_in_a_range_rerun_and_kill_in_one_step() -> Result<()
         .await?;
     assert!(!out.status.success());
     assert!(String::from_utf8(out.stderr)?.contains("status \"lost\""));
+    // A job that runs one task at a time is not re-run in bulk: its runs would overlap.
+    chime_ok(&env, &["job", "update", "load", "--no-concurrent"]).await?;
+    let out = env.chime(&["task", "rerun", "--job", "load"]).await?;
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8(out.stderr)?.contains("one task at a time"),
+        "the refusal says why"
+    );
+    assert_eq!(env.task(ids[0]).await?.attempt, 1, "nothing was re-run");
     let _ = std::fs::remove_file(&flag);
     env.cleanup().await
 }

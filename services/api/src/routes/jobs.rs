@@ -247,7 +247,7 @@ async fn may_run_jobs_of(
     with_downstream: bool,
 ) -> Result<(), ApiError> {
     for (job, user) in
-        dependencies::execute_users(&state.store, group, name, with_downstream).await?
+        dependencies::execute_users(state.store.pool(), group, name, with_downstream).await?
     {
         caller
             .0

@@ -77,7 +77,33 @@ pub async fn rerun(
     downstream: bool,
     may_run_as: &MayRunAs<'_>,
 ) -> Result<Vec<Uuid>, StoreError> {
+    let mut tries = 0;
+    loop {
+        match rerun_once(store, topology, task_id, downstream, may_run_as).await {
+            Err(error) if error.is_deadlock() && tries < DEADLOCK_RETRIES => tries += 1,
+            done => return done,
+        }
+    }
+}
+
+/// How often a rerun that lost a deadlock is tried again. Operator reruns wait for each other
+/// ([`RERUN_LOCK`]), but a rerun's cascade still meets the dependency service's advances, which
+/// lock the same rows in the DAG's order.
+const DEADLOCK_RETRIES: u32 = 3;
+
+/// The advisory lock operator reruns take in turn: two bulk reruns over one DAG would otherwise
+/// lock its tasks in opposite orders.
+const RERUN_LOCK: i64 = 0x6368_696d_6572_756e; // "chimerun"
+
+async fn rerun_once(
+    store: &Store,
+    topology: &Topology,
+    task_id: Uuid,
+    downstream: bool,
+    may_run_as: &MayRunAs<'_>,
+) -> Result<Vec<Uuid>, StoreError> {
     let mut tx = store.begin().await?;
+    take_rerun_lock(&mut tx).await?;
     let current: Option<String> =
         sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1 FOR UPDATE")
             .bind(task_id)
@@ -138,7 +164,34 @@ pub async fn rerun_job_tasks(
     dry_run: bool,
     may_run_as: &MayRunAs<'_>,
 ) -> Result<BulkOutcome, StoreError> {
+    let mut tries = 0;
+    loop {
+        match rerun_job_tasks_once(store, topology, pick, downstream, dry_run, may_run_as).await {
+            Err(error) if error.is_deadlock() && tries < DEADLOCK_RETRIES => tries += 1,
+            done => return done,
+        }
+    }
+}
+
+async fn take_rerun_lock(tx: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(RERUN_LOCK)
+        .execute(&mut *tx)
+        .await
+        .context("waiting for other reruns")?;
+    Ok(())
+}
+
+async fn rerun_job_tasks_once(
+    store: &Store,
+    topology: &Topology,
+    pick: &JobTasks,
+    downstream: bool,
+    dry_run: bool,
+    may_run_as: &MayRunAs<'_>,
+) -> Result<BulkOutcome, StoreError> {
     let mut tx = store.begin().await?;
+    take_rerun_lock(&mut tx).await?;
     let ids: Vec<Uuid> = sqlx::query_scalar(
         "SELECT id FROM tasks
          WHERE job_id = $1 AND status IN ('failed', 'killed', 'succeeded')
@@ -155,6 +208,27 @@ pub async fn rerun_job_tasks(
     .fetch_all(&mut *tx)
     .await
     .context("picking the job's tasks to re-run")?;
+    // A job that runs one task at a time (Quartz's DisallowConcurrentExecution) would have them
+    // overlap: a backfill runs a range of its data times one after another instead.
+    let (concurrent, live): (bool, i64) = sqlx::query_as(
+        "SELECT j.concurrent,
+                (SELECT count(*) FROM tasks t
+                 WHERE t.job_id = j.id AND t.status IN ('ready', 'running', 'retrying'))
+         FROM jobs j WHERE j.id = $1",
+    )
+    .bind(pick.job_id)
+    .fetch_optional(&mut *tx)
+    .await
+    .context("reading whether the job runs one task at a time")?
+    .unwrap_or((true, 0));
+    if !concurrent && ids.len() as i64 + live > 1 {
+        return Err(StoreError::Conflict(format!(
+            "the job runs one task at a time (concurrent = false): re-running {} of its tasks \
+             with {live} live would overlap them; re-run them one by one, or run the range as a \
+             backfill with --parallelism 1",
+            ids.len()
+        )));
+    }
     let mut downstream_waiting = rerun_in(&mut tx, topology, &ids, downstream, may_run_as).await?;
     // A task of the job that is also downstream of another picked one is re-run, not waiting.
     downstream_waiting.retain(|id| !ids.contains(id));
