@@ -201,17 +201,19 @@ impl Settings {
     /// if set, else the role's own. A worker's pool grows with its slots — one connection, one
     /// more per 8 slots, at most 3 — since it batches its transitions (its liveness session is
     /// one more, outside the pool); a scheduler's loops share 4, a dependency service's events
-    /// 2, an API's requests 8, and `chime up`, which runs them all, 16. A process also holds
+    /// 3, an API's requests 8, and `chime up`, which runs them all, 16. A process also holds
     /// one connection per LISTEN it makes (schedulers and `chime up`: 2). README, "Connections",
-    /// has the sum.
+    /// has the sum. Every role but a worker gets at least 2: some of their loops hold one
+    /// connection (a sweep's lock, a firing transaction) while another does the work.
     pub fn pool_size(&self, role: &str) -> u32 {
+        let floor = if role == "worker" { 1 } else { 2 };
         if let Some(size) = self.db_pool_size {
-            return size.max(1);
+            return size.max(floor);
         }
         match role {
             "worker" => (1 + u32::from(self.worker.concurrency) / 8).min(3),
             "scheduler" => 4,
-            "dependency" => 2,
+            "dependency" => 3,
             "api" => 8,
             _ => 16,
         }

@@ -42,7 +42,7 @@ pub async fn run(settings: &Settings, data_times: usize, rate: f64) -> BenchResu
     let mut installation = Installation::create(settings, "deps").await?;
     installation.start_workers(1, 64).await?;
     installation.start_dependency_services(1).await?;
-    let store = installation.store.clone();
+    let store = installation.node_store();
     let topology = chime_core::bus::Topology::new(installation.settings().prefix.clone());
     for name in ["up", "down"] {
         jobs::create(

@@ -100,6 +100,15 @@ impl Installation {
         Ok(())
     }
 
+    /// The store of the first service started, to write through as a client of that service
+    /// would (an API or a worker taking a submission): its relay publishes what is written at
+    /// once, where the installation's own store has no relay and leaves it to the next poll.
+    pub fn node_store(&self) -> Store {
+        self.nodes
+            .first()
+            .map_or_else(|| self.store.clone(), |node| node.store.clone())
+    }
+
     /// The installation's settings (its database and prefix).
     pub fn settings(&self) -> &Settings {
         &self.settings

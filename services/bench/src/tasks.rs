@@ -58,7 +58,7 @@ pub async fn run(
 ) -> BenchResult<Figures> {
     let mut installation = Installation::create(settings, "tasks").await?;
     installation.start_workers(workers, concurrency).await?;
-    let store = installation.store.clone();
+    let store = installation.node_store();
     let topology = chime_core::bus::Topology::new(installation.settings().prefix.clone());
     // Let the workers register and start consuming before the clock starts.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;

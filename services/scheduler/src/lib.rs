@@ -119,6 +119,10 @@ pub async fn run(
             shutdown.clone(),
         ));
         let webhooks = tokio::spawn(webhooks::run(node.store.clone(), shutdown.clone()));
+        let windows = tokio::spawn(webhooks::check_windows(
+            node.store.clone(),
+            shutdown.clone(),
+        ));
         firing_loop(
             &node.store,
             node.topology(),
@@ -132,6 +136,7 @@ pub async fn run(
         let _ = retention.await;
         let _ = gauges.await;
         let _ = webhooks.await;
+        let _ = windows.await;
         info!("scheduler instance stopped");
     }
     .instrument(span)

@@ -1,7 +1,8 @@
 //! Where failure notifications leave: due webhook deliveries are claimed, POSTed and recorded
 //! (`shared/src/store/webhooks.rs` has their life). Every scheduler instance delivers; a claim
-//! keeps two from sending the same try. Every [`CHECK_WINDOWS`] the loop also looks for jobs that
-//! missed their success window, whose notifications it then delivers like any other.
+//! keeps two from sending the same try. Beside it, [`check_windows`] looks every
+//! [`CHECK_WINDOWS`] for jobs that missed their success window, whose notifications are then
+//! delivered like any other (a slow receiver does not delay the check).
 
 use std::time::Duration;
 
@@ -34,23 +35,10 @@ pub async fn run(store: Store, shutdown: CancellationToken) {
         }
     };
     async {
-        let mut last_check: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(POLL) => {}
-            }
-            if last_check.is_none_or(|at| at.elapsed() >= CHECK_WINDOWS) {
-                last_check = Some(tokio::time::Instant::now());
-                match webhooks::notify_overdue(&store).await {
-                    Ok(0) => {}
-                    Ok(jobs) => {
-                        warn!(jobs, "jobs missed their success window; notifying");
-                        metrics::counter!("chime_jobs_success_overdue_total")
-                            .increment(jobs.unsigned_abs());
-                    }
-                    Err(error) => warn!(%error, "cannot check the jobs' success windows"),
-                }
             }
             let due = match webhooks::claim_due(&store, BATCH).await {
                 Ok(due) => due,
@@ -82,5 +70,30 @@ pub async fn run(store: Store, shutdown: CancellationToken) {
         }
     }
     .instrument(info_span!("webhooks"))
+    .await
+}
+
+/// Looks for jobs past their success window every [`CHECK_WINDOWS`] until `shutdown`.
+pub async fn check_windows(store: Store, shutdown: CancellationToken) {
+    async {
+        let mut tick = tokio::time::interval(CHECK_WINDOWS);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            match webhooks::notify_overdue(&store).await {
+                Ok(0) => {}
+                Ok(jobs) => {
+                    warn!(jobs, "jobs missed their success window; notifying");
+                    metrics::counter!("chime_jobs_success_overdue_total")
+                        .increment(jobs.unsigned_abs());
+                }
+                Err(error) => warn!(%error, "cannot check the jobs' success windows"),
+            }
+        }
+    }
+    .instrument(info_span!("success_windows"))
     .await
 }

@@ -342,6 +342,8 @@ async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
     match recovered.await {
         Ok(0) => {}
         Ok(_) => {
+            // Its re-run message is in the outbox: this worker's relay publishes it now.
+            worker.store.outbox_written();
             info!("recovered the attempt of a worker that is gone");
             metrics::counter!("chime_worker_attempts_recovered_total").increment(1);
         }

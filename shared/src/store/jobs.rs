@@ -322,8 +322,12 @@ impl NewJob {
         if matches!(self.timeout_ms, Some(t) if t <= 0) {
             return invalid("timeout_ms must be positive".into());
         }
-        if matches!(self.expect_success_within_ms, Some(t) if t <= 0) {
-            return invalid("expect_success_within_ms must be positive".into());
+        if matches!(self.expect_success_within_ms,
+            Some(t) if t <= 0 || t > super::webhooks::MAX_SUCCESS_WINDOW_MS)
+        {
+            return invalid(
+                "expect_success_within_ms must be positive and at most ten years".into(),
+            );
         }
         validate_builtin_spec(&self.kind, &self.spec)
             .map_err(|e| StoreError::Invalid(e.to_string()))?;

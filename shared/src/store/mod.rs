@@ -174,8 +174,29 @@ impl Store {
     }
 
     /// Applies pending migrations (idempotent; concurrent callers wait on sqlx's advisory lock).
+    ///
+    /// A store already at the latest migration is left alone without taking sqlx's migration
+    /// lock, a session-level advisory lock: behind a PgBouncer in transaction mode its lock and
+    /// unlock could land on different server sessions, and the lock would stay held.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("../migrations").run(&self.pool).await?;
+        let migrator = sqlx::migrate!("../migrations");
+        let latest = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+        let table: Option<String> =
+            sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
+                .fetch_one(&self.pool)
+                .await
+                .context("looking for the migrations table")?;
+        if table.is_some() {
+            let applied: Option<i64> =
+                sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+                    .fetch_one(&self.pool)
+                    .await
+                    .context("reading the applied migrations")?;
+            if applied.is_some_and(|v| v >= latest) {
+                return Ok(());
+            }
+        }
+        migrator.run(&self.pool).await?;
         Ok(())
     }
 
@@ -237,6 +258,16 @@ async fn ensure_database(options: &PgConnectOptions) -> Result<(), StoreError> {
     let Some(name) = options.get_database().map(str::to_owned) else {
         return Ok(());
     };
+    // The database is there (the usual case): no need for the maintenance database, which a
+    // managed service or a PgBouncer may not offer.
+    match options.connect().await {
+        Ok(conn) => {
+            let _ = conn.close().await;
+            return Ok(());
+        }
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("3D000") => {}
+        Err(e) => return Err(e).context("connecting to PostgreSQL"),
+    }
     let mut admin = options
         .clone()
         .database("postgres")

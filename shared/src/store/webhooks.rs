@@ -134,25 +134,40 @@ pub async fn delete(store: &Store, id: i64) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The longest success window a job may have: ten years.
+pub const MAX_SUCCESS_WINDOW_MS: i64 = 10 * 365 * 86_400_000;
+
 /// Writes a `job.success_overdue` delivery, for each of its webhooks and every global one, for
 /// each job whose latest success (or, before its first, the setting of its window) is older than
 /// its `expect_success_within_ms`, once per missed deadline: the deadline notified is recorded
-/// on the job in the same statement, so two schedulers checking at once notify it once. Returns
-/// how many jobs were found overdue.
+/// on the job in the same statement, so two schedulers checking at once notify it once. The
+/// latest success is that of the job's newest run (as `chime_job_last_success_timestamp_seconds`
+/// has it), and the latest one seen is kept on the job, so a rerun in flight or a pruned row does
+/// not move the deadline back. Returns how many jobs were found overdue.
 pub async fn notify_overdue(store: &Store) -> Result<i64, StoreError> {
-    sqlx::query_scalar(
+    let mut tx = store.begin().await?;
+    sqlx::query(
+        "UPDATE jobs j SET last_success_seen = s.finished_at
+         FROM jobs w
+         CROSS JOIN LATERAL (
+             SELECT t.finished_at FROM tasks t
+             WHERE t.job_id = w.id AND t.status = 'succeeded'
+             ORDER BY t.data_time DESC LIMIT 1
+         ) s
+         WHERE j.id = w.id AND w.expect_success_within_ms IS NOT NULL
+           AND s.finished_at > coalesce(j.last_success_seen, '-infinity')",
+    )
+    .execute(&mut *tx)
+    .await
+    .context("reading the jobs' latest successes")?;
+    let overdue: i64 = sqlx::query_scalar(
         "WITH due AS (
-             SELECT j.id, j.group_name || '.' || j.name AS job, j.expect_success_within_ms,
-                    s.finished_at AS last_success,
-                    coalesce(s.finished_at, j.expect_success_since)
-                        + j.expect_success_within_ms * interval '1 millisecond' AS deadline
-             FROM jobs j
-             LEFT JOIN LATERAL (
-                 SELECT t.finished_at FROM tasks t
-                 WHERE t.job_id = j.id AND t.status = 'succeeded'
-                 ORDER BY t.data_time DESC LIMIT 1
-             ) s ON true
-             WHERE j.expect_success_within_ms IS NOT NULL
+             SELECT id, group_name || '.' || name AS job, expect_success_within_ms,
+                    last_success_seen AS last_success,
+                    coalesce(last_success_seen, expect_success_since)
+                        + expect_success_within_ms * interval '1 millisecond' AS deadline
+             FROM jobs
+             WHERE expect_success_within_ms IS NOT NULL
          ), overdue AS (
              UPDATE jobs j SET success_overdue_notified = due.deadline
              FROM due
@@ -171,9 +186,13 @@ pub async fn notify_overdue(store: &Store) -> Result<i64, StoreError> {
          )
          SELECT count(*) FROM overdue",
     )
-    .fetch_one(store.pool())
+    .fetch_one(&mut *tx)
     .await
-    .context("notifying missed success windows")
+    .context("notifying missed success windows")?;
+    tx.commit()
+        .await
+        .context("committing the success-window check")?;
+    Ok(overdue)
 }
 
 /// Claims up to `limit` due deliveries for one try each (see the module's comment).

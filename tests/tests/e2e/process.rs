@@ -247,9 +247,10 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
 
     // Fire lag is recorded by the outbox relay that published the fire, in whichever service.
     let scheduler_url = format!("http://{scheduler_addr}/metrics");
+    let dependency_url = format!("http://{dependency_addr}/metrics");
     let fire_lags = || async {
         let mut fires = 0;
-        for url in [&scheduler_url, &worker_url] {
+        for url in [&scheduler_url, &worker_url, &dependency_url] {
             let text = metrics_text(url).await?;
             fires += text
                 .lines()
@@ -293,7 +294,6 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
     }
     // Tasks finished by job and outcome: counted by the dependency service from their events,
     // every outcome of a job there from the start.
-    let dependency_url = format!("http://{dependency_addr}/metrics");
     eventually("the job's finished tasks", || async {
         Ok(metrics_text(&dependency_url).await.is_ok_and(|m| {
             m.contains(
@@ -304,7 +304,11 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
         }))
     })
     .await?;
-    let both = format!("{scheduler}{}", metrics_text(&worker_url).await?);
+    let both = format!(
+        "{scheduler}{}{}",
+        metrics_text(&worker_url).await?,
+        metrics_text(&dependency_url).await?
+    );
     assert!(both.contains("# HELP chime_fire_lag_seconds "), "{both}");
     // The lag is a histogram in seconds, by worker group.
     assert!(

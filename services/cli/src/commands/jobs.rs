@@ -726,7 +726,10 @@ fn job_patch(args: &JobCreate) -> Result<serde_json::Value> {
         }
     }
     if let Some(seconds) = args.expect_success_within {
-        set("expect_success_within_ms", expect_within_ms(seconds));
+        set(
+            "expect_success_within_ms",
+            json!(expect_within_ms(seconds)?),
+        );
     }
     if let Some(backoff) = &args.backoff {
         set(
@@ -798,17 +801,24 @@ fn new_job(args: JobCreate) -> Result<NewJob> {
         },
         execute_user: args.execute_user,
         description: args.description,
-        expect_success_within_ms: args
-            .expect_success_within
-            .and_then(|s| expect_within_ms(s).as_i64()),
+        expect_success_within_ms: match args.expect_success_within {
+            Some(seconds) => expect_within_ms(seconds)?,
+            None => None,
+        },
     })
 }
 
-/// `--expect-success-within` in milliseconds; `0s` (no window) is null.
-fn expect_within_ms(seconds: u64) -> serde_json::Value {
+/// `--expect-success-within` in milliseconds; `0s` (no window) is none.
+fn expect_within_ms(seconds: u64) -> Result<Option<i64>> {
     match seconds {
-        0 => serde_json::Value::Null,
-        s => json!(s.saturating_mul(1000)),
+        0 => Ok(None),
+        s => s
+            .checked_mul(1000)
+            .and_then(|ms| i64::try_from(ms).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                BadInput("--expect-success-within: give at most ten years (520w)".into()).into()
+            }),
     }
 }
 

@@ -173,13 +173,24 @@ pub async fn rerun_job_tasks(
     }
 }
 
+/// Waits for the reruns before this one, 5 s at most: a caller (an API request holding one of
+/// its pool's connections) is told to try again rather than queue behind a long cascade.
 async fn take_rerun_lock(tx: &mut sqlx::PgConnection) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+    sqlx::query("SET LOCAL lock_timeout = '5s'")
+        .execute(&mut *tx)
+        .await
+        .context("bounding the wait for other reruns")?;
+    match sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(RERUN_LOCK)
         .execute(&mut *tx)
         .await
-        .context("waiting for other reruns")?;
-    Ok(())
+    {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => Err(
+            StoreError::Conflict("another rerun is still running; try again in a moment".into()),
+        ),
+        Err(e) => Err(e).context("waiting for other reruns"),
+    }
 }
 
 async fn rerun_job_tasks_once(
