@@ -303,10 +303,10 @@ async function overviewPage(main) {
 
 // Tasks ----------------------------------------------------------------------------------------
 
-const TASK_HEADERS = ["id", "status", "job", "kind", "worker group", "attempt", "data time", "created", "finished", "reason"];
+const TASK_HEADERS = ["id", "status", "job / name", "kind", "worker group", "attempt", "data time", "created", "finished", "reason"];
 function taskRow(t) {
   return h("tr", { "data-task": t.id },
-    h("td", {}, taskLink(t.id)), h("td", {}, status(t.status)), h("td", {}, jobLink(t.job)),
+    h("td", {}, taskLink(t.id)), h("td", {}, status(t.status)), h("td", {}, t.job || !t.name ? jobLink(t.job) : `"${t.name}"`),
     h("td", {}, t.kind), h("td", {}, t.group), h("td", {}, String(t.attempt)),
     h("td", {}, when(t.data_time)), h("td", {}, when(t.created_at)), h("td", {}, when(t.finished_at)),
     h("td", {}, t.reason || ""));
@@ -421,6 +421,7 @@ async function taskPage(main, rawId) {
     const facts = h("dl", {},
       h("dt", {}, "job"), h("dd", {}, jobLink(t.job)),
       h("dt", {}, "kind"), h("dd", {}, t.kind),
+      t.name ? [h("dt", {}, "name"), h("dd", {}, t.name)] : "",
       h("dt", {}, "worker group"), h("dd", {}, t.group),
       h("dt", {}, "attempt"), h("dd", {}, String(t.attempt)),
       h("dt", {}, "priority"), h("dd", {}, String(t.priority)),

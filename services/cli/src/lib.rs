@@ -197,8 +197,8 @@ enum WorkerAction {
     /// Asks a running worker to drain: it stops taking work, returns what it has not started,
     /// finishes what runs (within its shutdown grace) and goes offline, as on SIGTERM.
     Drain {
-        /// The worker's id (`chime workers --json`).
-        id: uuid::Uuid,
+        /// The worker: its name (as `chime workers` lists it), its id, or the start of its id.
+        worker: String,
     },
 }
 
@@ -366,8 +366,8 @@ enum TaskCommand {
     List(commands::tasks::ListArgs),
     /// Prints a task's output (its latest attempt's, or --attempt N's); -f follows it while it runs.
     Logs {
-        /// The task's id.
-        id: uuid::Uuid,
+        /// The task's id, or the start of it (8 characters or more) that only it has.
+        id: String,
         /// Keep printing what the task adds until it ends.
         #[arg(short, long)]
         follow: bool,
@@ -377,8 +377,8 @@ enum TaskCommand {
     },
     /// Shows a task and its attempts.
     Show {
-        /// The task's id.
-        id: uuid::Uuid,
+        /// The task's id, or the start of it (8 characters or more) that only it has.
+        id: String,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -387,9 +387,9 @@ enum TaskCommand {
     /// downstream tasks that failed `upstream_failed` for the data times it feeds (through the
     /// whole DAG) wait again and run as their upstreams succeed.
     Rerun {
-        /// The task's id (or --job for many).
+        /// The task's id, or the start of it that only it has (or --job for many).
         #[arg(required_unless_present = "job", conflicts_with = "job")]
-        id: Option<uuid::Uuid>,
+        id: Option<String>,
         /// Also re-run every downstream task that had ended, succeeded ones too (Airflow's
         /// Clear → Downstream).
         #[arg(long)]
@@ -400,13 +400,30 @@ enum TaskCommand {
     /// Kills a task: a running one's process group dies; a waiting, ready or retrying one is
     /// cancelled. Waits (up to 10 s) until a running task is recorded `killed`.
     Kill {
-        /// The task's id (or --job for many).
+        /// The task's id, or the start of it that only it has (or --job for many).
         #[arg(required_unless_present = "job", conflicts_with = "job")]
-        id: Option<uuid::Uuid>,
+        id: Option<String>,
         #[command(flatten)]
         bulk: commands::tasks::BulkArgs,
     },
 }
+
+/// `submit --wait`'s task ended other than succeeded: `chime` exits with `code`, the task's own.
+#[derive(Debug)]
+pub struct TaskEnded {
+    /// The exit code.
+    pub code: u8,
+    /// What happened, printed after `error: `.
+    pub message: String,
+}
+
+impl std::fmt::Display for TaskEnded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for TaskEnded {}
 
 /// Input the user must fix: exits 2 (like a usage error), not 1.
 #[derive(Debug)]
@@ -445,7 +462,9 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {}", error_chain(&error));
-            if error.downcast_ref::<BadInput>().is_some() {
+            if let Some(ended) = error.downcast_ref::<TaskEnded>() {
+                ExitCode::from(ended.code)
+            } else if error.downcast_ref::<BadInput>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE
@@ -526,9 +545,9 @@ async fn run(cli: Cli) -> Result<()> {
             commands::services::run(settings(global, Some(&args.into()))?, services).await
         }
         Command::Worker(WorkerArgs {
-            action: Some(WorkerAction::Drain { id }),
+            action: Some(WorkerAction::Drain { ref worker }),
             ..
-        }) => commands::workers::drain(&client(&settings(global, None)?)?, id).await,
+        }) => commands::workers::drain(&client(&settings(global, None)?)?, worker).await,
         Command::Worker(ref args) => {
             let services = Services::WORKER;
             commands::services::run(settings(global, Some(&args.into()))?, services).await
@@ -552,14 +571,23 @@ async fn run(cli: Cli) -> Result<()> {
             id,
             follow,
             attempt,
-        }) => commands::tasks::logs(&client(&settings(global, None)?)?, id, attempt, follow).await,
+        }) => {
+            let client = client(&settings(global, None)?)?;
+            let id = commands::tasks::resolve(&client, &id).await?;
+            commands::tasks::logs(&client, id, attempt, follow).await
+        }
         Command::Task(TaskCommand::Show { id, json }) => {
-            commands::tasks::show(&client(&settings(global, None)?)?, id, json).await
+            let client = client(&settings(global, None)?)?;
+            let id = commands::tasks::resolve(&client, &id).await?;
+            commands::tasks::show(&client, id, json).await
         }
         Command::Task(TaskCommand::Kill { id, bulk }) => {
             let client = client(&settings(global, None)?)?;
             match id {
-                Some(id) => commands::tasks::kill(&client, id).await,
+                Some(id) => {
+                    let id = commands::tasks::resolve(&client, &id).await?;
+                    commands::tasks::kill(&client, id).await
+                }
                 None => commands::tasks::bulk(&client, "kill", bulk, false).await,
             }
         }
@@ -570,7 +598,10 @@ async fn run(cli: Cli) -> Result<()> {
         }) => {
             let client = client(&settings(global, None)?)?;
             match id {
-                Some(id) => commands::tasks::rerun(&client, id, downstream).await,
+                Some(id) => {
+                    let id = commands::tasks::resolve(&client, &id).await?;
+                    commands::tasks::rerun(&client, id, downstream).await
+                }
                 None => commands::tasks::bulk(&client, "rerun", bulk, downstream).await,
             }
         }

@@ -135,6 +135,9 @@ pub struct NewTask {
     /// Whether an attempt whose worker died re-runs.
     #[serde(default)]
     pub requests_recovery: Option<bool>,
+    /// A label for people (lists show it, their text search finds it); at most 200 characters.
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// Why a submission was refused.
@@ -200,6 +203,17 @@ impl NewTask {
             });
         }
         check_opt_text("submit_user", self.submit_user.as_deref())?;
+        check_opt_text("name", self.name.as_deref())?;
+        if self
+            .name
+            .as_deref()
+            .is_some_and(|n| n.chars().count() > 200)
+        {
+            return Err(SubmissionError::OutOfRange {
+                field: "name",
+                expected: "at most 200 characters",
+            });
+        }
         check_json("spec", &self.spec)?;
         check_json("data", &self.data)?;
         if let Some(group) = &self.group

@@ -172,6 +172,9 @@ pub struct TaskView {
     pub attempt: i32,
     /// The job it runs, if any (inline ad-hoc tasks have none).
     pub job: Option<JobRef>,
+    /// Its label, if it was given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The executor kind.
     pub kind: String,
     /// The worker group it is routed to.
@@ -243,6 +246,9 @@ pub struct TaskSummary {
     pub priority: i32,
     /// Who submitted it.
     pub submit_user: Option<String>,
+    /// Its label, if it was given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Why it ended as it did.
     pub reason: Option<String>,
     /// The last attempt's exit code.

@@ -36,6 +36,7 @@ struct TaskRow {
     next_attempt_at: Option<jiff_sqlx::Timestamp>,
     result: Option<Json<TaskResult>>,
     backfill_id: Option<i64>,
+    name: Option<String>,
 }
 
 /// `SELECT <task columns> FROM tasks t LEFT JOIN jobs j … <rest>`, as a static string.
@@ -45,7 +46,7 @@ macro_rules! select_tasks {
             "SELECT t.id, t.status, t.attempt, t.job_id, j.group_name AS job_group,
                     j.name AS job_name, t.kind, t.worker_group, t.spec, t.data, t.data_time,
                     t.priority, t.timeout_ms, t.reason, t.created_at, t.started_at,
-                    t.finished_at, t.next_attempt_at, t.result, t.backfill_id
+                    t.finished_at, t.next_attempt_at, t.result, t.backfill_id, t.name
              FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id ",
             $rest
         )
@@ -79,6 +80,7 @@ impl TaskRow {
             status,
             attempt: self.attempt,
             job,
+            name: self.name,
             kind: self.kind,
             group: self.worker_group,
             spec: self.spec.0,
@@ -328,6 +330,7 @@ struct SummaryRow {
     data_time: Option<jiff_sqlx::Timestamp>,
     priority: i32,
     submit_user: Option<String>,
+    name: Option<String>,
     reason: Option<String>,
     exit_code: Option<i32>,
     created_at: jiff_sqlx::Timestamp,
@@ -341,7 +344,7 @@ macro_rules! select_summaries {
         concat!(
             "SELECT t.id, t.status, t.attempt, t.job_id, j.group_name AS job_group,
                     j.name AS job_name, t.kind, t.worker_group, t.data_time, t.priority,
-                    t.submit_user, t.reason, (t.result->>'exit_code')::int AS exit_code,
+                    t.submit_user, t.name, t.reason, (t.result->>'exit_code')::int AS exit_code,
                     t.created_at, t.started_at, t.finished_at
              FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id ",
             $rest
@@ -363,6 +366,7 @@ impl SummaryRow {
             data_time: self.data_time.map(|t| t.to_jiff()),
             priority: self.priority,
             submit_user: self.submit_user,
+            name: self.name,
             reason: self.reason,
             exit_code: self.exit_code,
             created_at: self.created_at.to_jiff(),
@@ -391,9 +395,43 @@ pub struct TaskFilter {
     pub data_time_to: Option<jiff::Timestamp>,
     /// The next page: only tasks older than this one (the last id of the previous page).
     pub before: Option<Uuid>,
-    /// Only tasks whose id starts with, or whose job name, kind, reason or submitter contains,
-    /// this text (case-insensitive).
+    /// Only tasks whose id starts with, or whose job name, name, command, kind, reason or
+    /// submitter contains, this text (case-insensitive).
     pub text: Option<String>,
+    /// Only tasks whose id starts with this (see [`IdPrefix`]).
+    pub id_prefix: Option<IdPrefix>,
+}
+
+/// The start of an id, as a person types it (`01a21341-82f3`, hyphens optional, at least 8 hex
+/// digits): the range of ids that begin with it, which the primary key finds at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdPrefix {
+    /// The smallest id with the prefix.
+    pub first: Uuid,
+    /// The largest.
+    pub last: Uuid,
+}
+
+impl std::str::FromStr for IdPrefix {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let digits: String = text.chars().filter(|c| *c != '-').collect();
+        if digits.len() < 8 || digits.len() > 32 || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(format!(
+                "{text:?} is not the start of an id: give at least 8 of its hex digits"
+            ));
+        }
+        let padded = |fill: char| {
+            let mut full = digits.to_ascii_lowercase();
+            full.extend(std::iter::repeat_n(fill, 32 - digits.len()));
+            Uuid::parse_str(&full).map_err(|e| format!("{text:?}: {e}"))
+        };
+        Ok(Self {
+            first: padded('0')?,
+            last: padded('f')?,
+        })
+    }
 }
 
 /// The newest tasks that pass `filter`, at most `limit`, as summaries. The walk is on the primary
@@ -445,6 +483,13 @@ pub async fn list(
     if let Some(before) = filter.before {
         query.push(" AND t.id < ").push_bind(before);
     }
+    if let Some(prefix) = filter.id_prefix {
+        query
+            .push(" AND t.id BETWEEN ")
+            .push_bind(prefix.first)
+            .push(" AND ")
+            .push_bind(prefix.last);
+    }
     if let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) {
         let escaped = text
             .replace('\\', "\\\\")
@@ -461,6 +506,11 @@ pub async fn list(
             .push(" OR t.reason ILIKE ")
             .push_bind(pattern.clone())
             .push(" OR t.submit_user ILIKE ")
+            .push_bind(pattern.clone())
+            .push(" OR t.name ILIKE ")
+            .push_bind(pattern.clone())
+            // A shell task's command: its script, or its argv as JSON text.
+            .push(" OR t.spec->>'command' ILIKE ")
             .push_bind(pattern)
             .push(")");
     }

@@ -426,3 +426,103 @@ async fn a_task_of_another_group_forged_into_this_queue_never_runs_nor_spends_at
     let _ = conn.close(200, "done".into()).await;
     env.cleanup().await
 }
+
+/// What an operator types: `submit --wait` prints the task's output and exits with its exit
+/// code; a task is named by the start of its id (8 characters), and an ambiguous start is
+/// refused naming the tasks; `--cwd` sets where the command runs; a command that cannot start
+/// says as whom and where; a worker is drained by its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_takes_short_ids_and_waits_with_the_tasks_exit_code() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let out = env
+        .chime(&[
+            "submit",
+            "--kind",
+            "shell",
+            "--wait",
+            "--script",
+            "echo disk full; exit 3",
+        ])
+        .await?;
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let said = String::from_utf8(out.stdout)?;
+    let id = said.lines().next().unwrap_or_default().to_string();
+    assert!(said.contains("disk full"), "the output is printed: {said}");
+    assert!(
+        String::from_utf8(out.stderr)?.contains(&format!("error: task {id} failed")),
+        "the end is said"
+    );
+
+    let out = env.chime(&["task", "show", &id[..8]]).await?;
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8(out.stdout)?.contains(&id));
+
+    // Where it runs, and a program that is not there.
+    let out = env
+        .chime(&[
+            "submit", "--kind", "shell", "--wait", "--cwd", "/tmp", "--", "pwd",
+        ])
+        .await?;
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8(out.stdout)?.contains("/tmp\n"));
+    let out = env
+        .chime(&[
+            "submit",
+            "--kind",
+            "shell",
+            "--wait",
+            "--",
+            "./no-such-script",
+        ])
+        .await?;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = String::from_utf8(out.stderr)?;
+    assert!(
+        said.contains("cannot start \"./no-such-script\" as user ") && said.contains(" in /"),
+        "{said}"
+    );
+
+    // Every task of this test was made within a few seconds: their first 8 characters are
+    // shared, and the CLI says so rather than picking one.
+    let out = env.chime(&["task", "show", &id[..8]]).await?;
+    if !out.status.success() {
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8(out.stderr)?.contains("give more of it"));
+    }
+    let out = env.chime(&["task", "show", "01a2"]).await?;
+    assert_eq!(out.status.code(), Some(2), "too short: {out:?}");
+
+    // A label, and the command, are what a person searches by.
+    let out = env
+        .chime(&[
+            "submit",
+            "--kind",
+            "shell",
+            "--name",
+            "nightly export",
+            "--",
+            "true",
+        ])
+        .await?;
+    assert!(out.status.success(), "{out:?}");
+    let named = last_line(&out);
+    let listed = env.chime(&["task", "list", "--text", "NIGHTLY"]).await?;
+    let listed = String::from_utf8(listed.stdout)?;
+    assert!(
+        listed.contains(&named) && listed.contains("\"nightly export\""),
+        "{listed}"
+    );
+    let listed = env.chime(&["task", "list", "--text", "disk full"]).await?;
+    let listed = String::from_utf8(listed.stdout)?;
+    assert!(listed.contains(&id) && !listed.contains(&named), "{listed}");
+
+    // A worker by its name.
+    let workers: serde_json::Value =
+        serde_json::from_slice(&env.chime(&["workers", "--json"]).await?.stdout)?;
+    let name = workers[0]["name"].as_str().unwrap_or_default().to_string();
+    let out = env.chime(&["worker", "drain", &name]).await?;
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8(out.stdout)?.contains("drain requested"));
+    env.cleanup().await
+}

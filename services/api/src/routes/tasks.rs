@@ -74,8 +74,10 @@ pub struct ListParams {
     data_time_to: Option<String>,
     /// The next page: tasks older than this task id (the last id of the previous page).
     before: Option<String>,
-    /// Text in the id (a prefix), job name, kind, reason or submitter.
+    /// Text in the id (a prefix), job name, task name, command, kind, reason or submitter.
     q: Option<String>,
+    /// Only tasks whose id starts with this (at least 8 hex digits; hyphens optional).
+    id_prefix: Option<String>,
     /// At most this many (default 100, at most 1000).
     limit: Option<i64>,
 }
@@ -140,6 +142,10 @@ pub async fn list_tasks(
         data_time_to: time("data_time_to", &params.data_time_to)?,
         before,
         text: nonempty(params.q),
+        id_prefix: nonempty(params.id_prefix)
+            .map(|p| p.parse::<tasks::IdPrefix>())
+            .transpose()
+            .map_err(|e| ApiError::bad_request(format!("id_prefix: {e}")))?,
     };
     Ok(Json(tasks::list(&state.store, &filter, limit).await?))
 }

@@ -59,10 +59,18 @@ pub struct SubmitArgs {
     /// budget decides).
     #[arg(long)]
     requests_recovery: bool,
+    /// The directory the command runs in, on the worker (shell kind; default: the worker's
+    /// own directory).
+    #[arg(long)]
+    cwd: Option<String>,
+    /// A label for the task: lists show it, and `task list --text` finds it.
+    #[arg(long)]
+    name: Option<String>,
     /// A client-chosen task id: submitting it again makes no second task.
     #[arg(long)]
     id: Option<uuid::Uuid>,
-    /// Wait until the task ends; exit non-zero unless it succeeded.
+    /// Wait until the task ends, print its output, and exit with its exit code (137 if killed, 1
+    /// for a failure without one).
     #[arg(long)]
     wait: bool,
     /// Print the created task as JSON before its id.
@@ -85,14 +93,53 @@ pub async fn run(client: &ApiClient, args: SubmitArgs) -> Result<()> {
         println!("{}", view.id);
         warn_if_unserved(client, &view.group).await;
         let done = wait_for_end(client, view.id).await?;
-        eprintln!("{} {}", done.status, done.reason.as_deref().unwrap_or(""));
-        if done.status != chime_core::model::TaskStatus::Succeeded {
-            bail!("task {} ended {}", view.id, done.status);
+        let result = done.result.clone().unwrap_or_default();
+        print!("{}", result.output);
+        if !result.output.is_empty() && !result.output.ends_with('\n') {
+            println!();
         }
-        return Ok(());
+        return match exit_code(&done) {
+            0 => {
+                eprintln!("task {} succeeded", view.id);
+                Ok(())
+            }
+            code => Err(crate::TaskEnded {
+                code,
+                message: format!(
+                    "task {} {}{}",
+                    view.id,
+                    done.status,
+                    match (done.reason.as_deref(), result.error.as_deref()) {
+                        (_, Some(error)) => format!(": {error}"),
+                        (Some(reason), None) => format!(" ({reason})"),
+                        (None, None) => String::new(),
+                    }
+                ),
+            }
+            .into()),
+        };
     }
     println!("{}", view.id);
     Ok(())
+}
+
+/// What `submit --wait` exits with (README, "Run it"): 0 for a success; a failed task's own exit
+/// code (1–255); 1 for a failure without one (a timeout, a lost worker, an upstream's failure, a
+/// command that could not start); 137 for a kill, as a shell reports a command killed by
+/// SIGKILL.
+fn exit_code(task: &TaskView) -> u8 {
+    use chime_core::model::TaskStatus;
+    match task.status {
+        TaskStatus::Succeeded => 0,
+        TaskStatus::Killed => 137,
+        _ => task
+            .result
+            .as_ref()
+            .and_then(|r| r.exit_code)
+            .and_then(|c| u8::try_from(c).ok())
+            .filter(|c| *c != 0)
+            .unwrap_or(1),
+    }
 }
 
 fn new_task(args: &SubmitArgs) -> Result<NewTask> {
@@ -113,6 +160,15 @@ fn new_task(args: &SubmitArgs) -> Result<NewTask> {
         ),
         (None, None, true) => json!({}),
     };
+    let mut spec = spec;
+    if let Some(cwd) = &args.cwd {
+        match (args.kind.as_str(), spec.as_object_mut()) {
+            ("shell", Some(fields)) => {
+                fields.insert("cwd".into(), json!(cwd));
+            }
+            _ => bail!("--cwd is for shell tasks (their command runs there)"),
+        }
+    }
     let data = match &args.data {
         Some(data) => json_arg("--data", data)?,
         None => json!({}),
@@ -134,6 +190,7 @@ fn new_task(args: &SubmitArgs) -> Result<NewTask> {
         failed_interval_ms: args.failed_interval_ms,
         backoff: args.backoff.as_deref().map(backoff_arg).transpose()?,
         requests_recovery: args.requests_recovery.then_some(true),
+        name: args.name.clone(),
     };
     // The API checks the same; checking here fails fast and sends nothing.
     task.validate()?;

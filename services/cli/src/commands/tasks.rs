@@ -30,8 +30,8 @@ pub struct ListArgs {
     /// Only tasks whose data time is before this (RFC 3339).
     #[arg(long)]
     pub data_time_to: Option<jiff::Timestamp>,
-    /// Only tasks whose id starts with, or whose job name, kind, reason or submitter contains,
-    /// this text.
+    /// Only tasks whose id starts with, or whose job name, name, command, kind, reason or
+    /// submitter contains, this text.
     #[arg(long)]
     pub text: Option<String>,
     /// The next page: tasks older than this task id (the last of the previous page).
@@ -86,9 +86,11 @@ pub async fn list(client: &ApiClient, args: ListArgs) -> Result<()> {
             vec![
                 t.id.to_string(),
                 t.status.to_string(),
-                t.job
-                    .as_ref()
-                    .map_or("-".into(), |j| format!("{}.{}", j.group, j.name)),
+                match (&t.job, &t.name) {
+                    (Some(j), _) => format!("{}.{}", j.group, j.name),
+                    (None, Some(name)) => format!("\"{name}\""),
+                    (None, None) => "-".into(),
+                },
                 t.kind.clone(),
                 t.group.clone(),
                 t.attempt.to_string(),
@@ -102,7 +104,7 @@ pub async fn list(client: &ApiClient, args: ListArgs) -> Result<()> {
         &[
             "ID",
             "STATUS",
-            "JOB",
+            "JOB / NAME",
             "KIND",
             "GROUP",
             "ATTEMPT",
@@ -216,6 +218,39 @@ impl SseParser {
     }
 }
 
+/// A task as a person names it: its whole id, or the start of it (at least 8 hex digits,
+/// hyphens optional) that no other task's id has.
+pub async fn resolve(client: &ApiClient, text: &str) -> Result<uuid::Uuid> {
+    if let Ok(id) = text.parse::<uuid::Uuid>() {
+        return Ok(id);
+    }
+    text.parse::<chime_core::store::tasks::IdPrefix>()
+        .map_err(crate::BadInput)?;
+    // Validated above: hex digits and hyphens only, nothing to escape.
+    let found: Vec<TaskSummary> = client
+        .get(&format!("/api/v1/tasks?id_prefix={text}&limit=4"))
+        .await?;
+    match found.as_slice() {
+        [] => Err(crate::BadInput(format!("no task's id starts with {text}")).into()),
+        [one] => Ok(one.id),
+        several => Err(crate::BadInput(format!(
+            "{text} starts the ids of {} tasks ({}): give more of it",
+            if several.len() > 3 {
+                "several".to_string()
+            } else {
+                several.len().to_string()
+            },
+            several
+                .iter()
+                .take(3)
+                .map(|t| t.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .into()),
+    }
+}
+
 /// Shows one task with its attempts.
 pub async fn show(client: &ApiClient, id: uuid::Uuid, json: bool) -> Result<()> {
     let task: TaskView = client.get(&format!("/api/v1/tasks/{id}")).await?;
@@ -232,6 +267,9 @@ pub async fn show(client: &ApiClient, id: uuid::Uuid, json: bool) -> Result<()> 
     field("status", task.status.to_string());
     field("attempt", task.attempt.to_string());
     field("job", opt(job));
+    if let Some(name) = &task.name {
+        field("name", name.clone());
+    }
     field("kind", task.kind.clone());
     field("group", task.group.clone());
     field("spec", task.spec.to_string());

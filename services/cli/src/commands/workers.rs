@@ -8,7 +8,8 @@ use crate::client::ApiClient;
 use crate::output::{table, time};
 
 /// Asks worker `id` to drain.
-pub async fn drain(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
+pub async fn drain(client: &ApiClient, worker: &str) -> Result<()> {
+    let id = resolve(client, worker).await?;
     let (_, _): (_, serde_json::Value) = client
         .post(
             &format!("/api/v1/workers/{id}/drain"),
@@ -17,6 +18,41 @@ pub async fn drain(client: &ApiClient, id: uuid::Uuid) -> Result<()> {
         .await?;
     println!("{id} drain requested");
     Ok(())
+}
+
+/// A worker as a person names it: its name (as `chime workers` lists it), its id, or the start
+/// of its id (at least 8 hex digits). A name several workers have had picks the live one.
+async fn resolve(client: &ApiClient, text: &str) -> Result<uuid::Uuid> {
+    let workers: Vec<WorkerView> = client.get("/api/v1/workers").await?;
+    let prefix = text.parse::<chime_core::store::tasks::IdPrefix>().ok();
+    let mut matches: Vec<&WorkerView> = workers
+        .iter()
+        .filter(|w| {
+            w.name == text
+                || w.id.to_string() == text
+                || prefix.is_some_and(|p| (p.first..=p.last).contains(&w.id))
+        })
+        .collect();
+    if matches.len() > 1 {
+        matches.retain(|w| matches!(w.status.as_str(), "online" | "draining" | "disconnected"));
+    }
+    match matches.as_slice() {
+        [] => Err(crate::BadInput(format!(
+            "no worker is named {text} or has an id starting with it (see `chime workers`)"
+        ))
+        .into()),
+        [one] => Ok(one.id),
+        several => Err(crate::BadInput(format!(
+            "{text} names {} workers ({}): give its whole id",
+            several.len(),
+            several
+                .iter()
+                .map(|w| w.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .into()),
+    }
 }
 
 /// Lists workers.

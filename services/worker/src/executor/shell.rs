@@ -202,9 +202,22 @@ pub async fn run(
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => {
+            // Name what the user must check: the program, the user it ran as and where.
+            let program = match &spec.command {
+                ShellCommand::Argv(argv) => argv[0].clone(),
+                ShellCommand::Script(_) => "sh".to_string(),
+            };
+            let dir = spec.cwd.clone().unwrap_or_else(|| {
+                std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_else(|_| "the worker's directory".into())
+            });
             return AttemptEnd::Failed {
                 result: TaskResult {
-                    error: Some(format!("cannot start the command: {error}")),
+                    error: Some(format!(
+                        "cannot start {program:?} as user {} in {dir}: {error}",
+                        user.name
+                    )),
                     ..TaskResult::default()
                 },
                 reason: "error",

@@ -73,6 +73,7 @@ pub async fn submit_many(
             backoff,
             task.requests_recovery.unwrap_or(false),
             task.submit_user,
+            task.name.filter(|n| !n.is_empty()),
         ));
     }
     let ids: Vec<Uuid> = messages.iter().map(|m| m.task_id).collect();
@@ -95,6 +96,7 @@ pub async fn submit_many(
     let backoffs: Vec<Json<&serde_json::Value>> = settings.iter().map(|s| Json(&s.5)).collect();
     let recovery: Vec<bool> = settings.iter().map(|s| s.6).collect();
     let submitters: Vec<Option<&str>> = settings.iter().map(|s| s.7.as_deref()).collect();
+    let names: Vec<Option<&str>> = settings.iter().map(|s| s.8.as_deref()).collect();
     let inserted: Vec<Uuid> = sqlx::query_scalar(
         r#"
         WITH new AS (
@@ -102,18 +104,18 @@ pub async fn submit_many(
             SELECT DISTINCT ON (id) * FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[],
                                  $6::int[], $7::bigint[], $8::int[], $9::bigint[], $10::jsonb[],
                                  $11::bigint[], $12::bool[], $13::timestamptz[], $14::jsonb[],
-                                 $15::text[], $16::text[], $17::jsonb[])
+                                 $15::text[], $16::text[], $17::jsonb[], $19::text[])
                 AS n(id, kind, spec, worker_group, priority, reject_retries, reject_interval_ms,
                      failed_retries, failed_interval_ms, backoff, timeout_ms, requests_recovery,
-                     data_time, data, submit_user, execute_user, body)
+                     data_time, data, submit_user, execute_user, body, name)
         ), task AS (
             INSERT INTO tasks (id, kind, spec, worker_group, priority, status, attempt,
                                reject_retries, reject_interval_ms, failed_retries,
                                failed_interval_ms, backoff, timeout_ms, requests_recovery,
-                               data_time, data, submit_user, execute_user, ready_at)
+                               data_time, data, submit_user, execute_user, ready_at, name)
             SELECT id, kind, spec, worker_group, priority, 'ready', 1, reject_retries,
                    reject_interval_ms, failed_retries, failed_interval_ms, backoff, timeout_ms,
-                   requests_recovery, data_time, data, submit_user, execute_user, now()
+                   requests_recovery, data_time, data, submit_user, execute_user, now(), name
             FROM new
             ON CONFLICT (id) DO NOTHING
             RETURNING id
@@ -146,6 +148,7 @@ pub async fn submit_many(
     .bind(&users)
     .bind(&bodies)
     .bind(topology.tasks_exchange())
+    .bind(&names)
     .fetch_all(store.pool())
     .await
     .context("inserting the tasks")?;
