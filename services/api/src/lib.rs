@@ -13,7 +13,6 @@ pub mod http_server;
 pub mod routes;
 pub mod state;
 
-use std::net::SocketAddr;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -251,8 +250,10 @@ pub async fn serve(
     state: AppState,
     shutdown: CancellationToken,
 ) -> Result<(), ApiStartError> {
-    let addr: Option<SocketAddr> = listener.local_addr().ok();
-    info!(?addr, "API listening");
+    match listener.local_addr() {
+        Ok(addr) => info!(%addr, "API listening on http://{addr}"),
+        Err(_) => info!("API listening"),
+    }
     let state = AppState {
         shutdown: shutdown.clone(),
         ..state
@@ -314,7 +315,10 @@ pub async fn serve_metrics(
         )
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(ready));
-    info!(addr = ?listener.local_addr().ok(), "metrics listening");
+    match listener.local_addr() {
+        Ok(addr) => info!(%addr, "metrics listening on http://{addr}/metrics"),
+        Err(_) => info!("metrics listening"),
+    }
     http_server::serve(listener, app, shutdown)
         .await
         .map_err(ApiStartError::Serve)
