@@ -13,7 +13,6 @@ pub mod http_server;
 pub mod routes;
 pub mod state;
 
-
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;

@@ -5,7 +5,7 @@
 use anyhow::{Context, Result};
 use chime_cli::commands::services::Services;
 use chime_core::model::{TaskStatus, TaskSummary};
-use chime_tests::{TestEnv, eventually, http};
+use chime_tests::{TestEnv, eventually, http, last_line};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_attempt_keeps_its_output_and_a_running_one_is_followed() -> Result<()> {
@@ -199,5 +199,26 @@ async fn open_streams_end_when_the_api_stops() -> Result<()> {
         let ended = tokio::time::timeout(std::time::Duration::from_secs(30), stream.bytes()).await;
         assert!(ended.is_ok(), "the {what} stream was not ended");
     }
+    env.cleanup().await
+}
+
+/// stdout and stderr are kept in the order the command wrote them, however fast it alternates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdout_and_stderr_keep_the_order_they_were_written_in() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let out = env
+        .chime(&[
+            "submit",
+            "--kind",
+            "shell",
+            "--script",
+            "for i in 1 2 3 4 5 6 7 8 9 10; do echo out$i; echo err$i >&2; done",
+        ])
+        .await?;
+    anyhow::ensure!(out.status.success(), "{out:?}");
+    let task = env.wait_terminal(last_line(&out).parse()?).await?;
+    let expected: String = (1..=10).map(|i| format!("out{i}\nerr{i}\n")).collect();
+    assert_eq!(task.result.map(|r| r.output).unwrap_or_default(), expected);
     env.cleanup().await
 }

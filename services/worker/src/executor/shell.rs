@@ -5,10 +5,10 @@
 //! CHIME_ATTEMPT, CHIME_DATA_TIME and CHIME_DATA (or CHIME_DATA_FILE, a private file, when the
 //! data is too large for a variable). Never the worker's own settings or secrets.
 //!
-//! stdout and stderr are read into one bounded tail. When the command ends, or on timeout or
-//! cancellation, whatever is left of it is killed — its attempt's cgroup, else its process group
-//! ([`super::sandbox`]) — so a child the command started (`sleep 1000 &`, `setsid …`) dies with
-//! its attempt. Exit code 75 (EX_TEMPFAIL) means "reject, try later".
+//! stdout and stderr share one pipe, read into one bounded tail in the order written. When the
+//! command ends, or on timeout or cancellation, whatever is left of it is killed — its attempt's
+//! cgroup, else its process group ([`super::sandbox`]) — so a child the command started
+//! (`sleep 1000 &`, `setsid …`) dies with its attempt. Exit code 75 (EX_TEMPFAIL) means "reject, try later".
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -136,8 +136,6 @@ pub async fn run(
         .env("CHIME_TASK_ID", message.task_id.to_string())
         .env("CHIME_ATTEMPT", message.attempt.to_string())
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
     let data = message.data.to_string();
@@ -199,7 +197,30 @@ pub async fn run(
     if attempt.lease_lost() {
         return attempt.lease_lost_end(TaskResult::default());
     }
-    let mut child = match command.spawn() {
+    // stdout and stderr share one pipe, so the output keeps the order in which the command
+    // wrote it (two pipes read side by side interleave fast writes out of order).
+    let output = match std::io::pipe().and_then(|(reader, writer)| {
+        command
+            .stdout(Stdio::from(writer.try_clone()?))
+            .stderr(Stdio::from(writer));
+        Ok(reader)
+    }) {
+        Ok(reader) => reader,
+        Err(error) => {
+            return AttemptEnd::Failed {
+                result: TaskResult {
+                    error: Some(format!("cannot make the output pipe: {error}")),
+                    ..TaskResult::default()
+                },
+                reason: "error",
+            };
+        }
+    };
+    let spawned = command.spawn();
+    // The command holds the pipe's write ends: dropped, only the child's remain, and the reader
+    // sees the end of the output when the child (and whatever it started) closes them.
+    drop(command);
+    let mut child = match spawned {
         Ok(child) => child,
         Err(error) => {
             // Name what the user must check: the program, the user it ran as and where.
@@ -226,13 +247,8 @@ pub async fn run(
     };
     let tail = attempt.output.clone();
     let readers = [
-        child
-            .stdout
-            .take()
-            .map(|s| tokio::spawn(read_into(s, tail.clone()))),
-        child
-            .stderr
-            .take()
+        tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(output))
+            .ok()
             .map(|s| tokio::spawn(read_into(s, tail.clone()))),
     ];
     // The group id is the leader's pid (process_group(0)); read it now, as the child forgets it
