@@ -225,18 +225,32 @@ window.addEventListener("pagehide", () => {
 window.addEventListener("pageshow", (e) => { if (e.persisted) { followEvents(); render(); } });
 
 /** A button that runs `action`, shows its error beside it, then calls `after`. */
-function actionButton(label, action, after, cls = "") {
+/**
+ * A button that runs `action`, then `after`. With `confirm` (what will happen, in words), the
+ * first click only asks: the sentence and a "Yes, <label>" button appear beside it, and nothing
+ * is done until that is clicked.
+ */
+function actionButton(label, action, after, cls = "", confirm = "") {
   const error = h("span", { class: "error" });
+  const run = async (button) => {
+    button.disabled = true;
+    error.textContent = "";
+    try { await action(); if (after) await after(); } catch (err) { error.textContent = err.message; }
+    button.disabled = false;
+  };
+  const ask = h("span", { class: "confirm", hidden: true });
   const button = h("button", {
     class: cls, onclick: async (e) => {
       e.preventDefault();
-      button.disabled = true;
-      error.textContent = "";
-      try { await action(); if (after) await after(); } catch (err) { error.textContent = err.message; }
-      button.disabled = false;
+      if (!confirm) return run(button);
+      const yes = h("button", { class: cls, onclick: async (e2) => { e2.preventDefault(); ask.hidden = true; button.hidden = false; await run(yes); } }, `Yes, ${label.toLowerCase()}`);
+      const no = h("button", { class: "secondary", onclick: (e2) => { e2.preventDefault(); ask.hidden = true; button.hidden = false; } }, "Cancel");
+      ask.replaceChildren(h("span", {}, confirm), " ", yes, " ", no);
+      ask.hidden = false;
+      button.hidden = true;
     },
   }, label);
-  return h("span", {}, button, " ", error);
+  return h("span", {}, button, ask, " ", error);
 }
 
 // Overview -------------------------------------------------------------------------------------
@@ -415,9 +429,12 @@ async function taskPage(main, rawId) {
     const t = task;
     const live = LIVE.includes(t.status);
     const actions = h("div", { class: "row-actions" },
-      live ? actionButton("Kill", () => post(`/api/v1/tasks/${t.id}/kill`), draw, "danger") : "",
-      !live ? actionButton("Rerun", () => post(`/api/v1/tasks/${t.id}/rerun`), draw) : "",
-      !live && t.job ? actionButton("Rerun with downstream", () => post(`/api/v1/tasks/${t.id}/rerun?downstream=true`), draw) : "");
+      live ? actionButton("Kill", () => post(`/api/v1/tasks/${t.id}/kill`), draw, "danger",
+        t.status === "running" ? "Kill this task? Its processes are killed now and it ends killed." : "Kill this task? It will not run.") : "",
+      !live ? actionButton("Rerun", () => post(`/api/v1/tasks/${t.id}/rerun`), draw, "",
+        `Run this task again as attempt ${t.attempt + 1}? Its downstream tasks that failed with it wait for it again.`) : "",
+      !live && t.job ? actionButton("Rerun with downstream", () => post(`/api/v1/tasks/${t.id}/rerun?downstream=true`), draw, "",
+        "Run this task again, and every task downstream of it for its data time, succeeded ones too?") : "");
     const facts = h("dl", {},
       h("dt", {}, "job"), h("dd", {}, jobLink(t.job)),
       h("dt", {}, "kind"), h("dd", {}, t.kind),
@@ -675,10 +692,10 @@ async function dependenciesPage(main) {
       taskLink(c.task_id), " ",
       LIVE.includes(c.status) ? "" : actionButton("Rerun", () => post(`/api/v1/tasks/${c.task_id}/rerun`), () => serially(async () => {
         grid = await api("/api/v1/dependencies/grid?columns=14"); draw();
-      })), " ",
+      }), "", `Run ${c.job} for this data time again?`), " ",
       LIVE.includes(c.status) ? "" : actionButton("Rerun with downstream", () => post(`/api/v1/tasks/${c.task_id}/rerun?downstream=true`), () => serially(async () => {
         grid = await api("/api/v1/dependencies/grid?columns=14"); draw();
-      }))));
+      }), "", `Run ${c.job} and every task downstream of it for this data time again, succeeded ones too?`)));
   };
   draw();
   return {
@@ -713,7 +730,8 @@ async function backfillsPage(main) {
         h("td", {}, h("div", { class: "bar", title: `${done}/${total} succeeded` }, h("div", { style: `width:${total ? (100 * done / total).toFixed(1) : 0}%` })),
           h("span", { class: "muted" }, Object.entries(b.tasks).map(([s, n]) => `${n} ${s}`).join(", "))),
         h("td", {}, link(`/tasks?q=&job=${encodeURIComponent(b.job)}`, "tasks")),
-        h("td", {}, b.done ? "done" : actionButton("Cancel", () => post(`/api/v1/backfills/${b.id}/cancel`), draw, "danger")));
+        h("td", {}, b.done ? "done" : actionButton("Cancel", () => post(`/api/v1/backfills/${b.id}/cancel`), draw, "danger",
+          `Cancel backfill ${b.id}? Its tasks that have not ended are killed.`)));
     });
     main.replaceChildren(section("Backfills", backfills.length
       ? table(["id", "job", "range", "parallel", "progress", "", ""], rows)
@@ -732,7 +750,8 @@ async function workersPage(main) {
         h("td", { class: "mono" }, w.name), h("td", {}, w.status), h("td", {}, w.groups.join(", ")),
         h("td", {}, w.kinds.join(", ")), h("td", {}, String(w.concurrency)), h("td", {}, String(w.running ?? 0)),
         h("td", {}, ago(w.last_heartbeat)), h("td", {}, when(w.started_at)),
-        h("td", {}, w.status === "online" ? actionButton("Drain", () => post(`/api/v1/workers/${w.id}/drain`), draw, "secondary") : ""))))
+        h("td", {}, w.status === "online" ? actionButton("Drain", () => post(`/api/v1/workers/${w.id}/drain`), draw, "secondary",
+          `Drain ${w.name}? It takes no more work, finishes what runs and goes offline.`) : ""))))
       : h("p", { class: "muted" }, "No workers: chime worker --groups default")));
   };
   await draw();
@@ -755,10 +774,17 @@ async function schedulersPage(main) {
 
 // ---- sign-in and start -----------------------------------------------------------------------
 
-function showSignin() {
+/** Shows the sign-in box only where the API asks for a token: an open API needs none. */
+async function showSignin() {
   $("signin-state").textContent = token() ? "signed in" : "";
   $("signin-button").textContent = token() ? "Sign out" : "Sign in";
   $("token").hidden = !!token();
+  if (!token()) {
+    const open = await fetch("/api/v1/overview").then((r) => r.ok).catch(() => false);
+    $("signin").hidden = open;
+  } else {
+    $("signin").hidden = false;
+  }
 }
 $("signin").addEventListener("submit", (e) => {
   e.preventDefault();

@@ -13,6 +13,20 @@ use chime_tests::{TestEnv, eventually, last_line};
 use serde_json::Value;
 use uuid::Uuid;
 
+/// Whether Chromium is here to run a browser test; without it the test is skipped, saying so,
+/// unless `CHIME_REQUIRE_BROWSER=1`.
+fn have_chromium() -> Result<bool> {
+    if chromium_binary().is_some() {
+        return Ok(true);
+    }
+    anyhow::ensure!(
+        std::env::var("CHIME_REQUIRE_BROWSER").as_deref() != Ok("1"),
+        "chromium is not installed (apt-get install chromium)"
+    );
+    eprintln!("skipped: chromium is not installed (apt-get install chromium)");
+    Ok(false)
+}
+
 fn screenshots() -> Result<std::path::PathBuf> {
     let dir = std::env::temp_dir().join("chime-dashboard-screenshots");
     std::fs::create_dir_all(&dir)?;
@@ -40,12 +54,7 @@ fn next_tokyo_0230() -> Result<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> Result<()> {
-    if chromium_binary().is_none() {
-        anyhow::ensure!(
-            std::env::var("CHIME_REQUIRE_BROWSER").as_deref() != Ok("1"),
-            "chromium is not installed (apt-get install chromium)"
-        );
-        eprintln!("skipped: chromium is not installed (apt-get install chromium)");
+    if !have_chromium()? {
         return Ok(());
     }
     let mut env = TestEnv::new().await?;
@@ -188,7 +197,15 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
     page.eval(&format!("{}.click(); true", cell("extract")))
         .await?;
     page.wait_for_text("Rerun").await?;
+    // A destructive action asks first, saying what it will do; nothing happens until confirmed.
     page.click("button", "Rerun").await?;
+    page.wait_for_text("for this data time again?").await?;
+    assert_eq!(
+        env.task(extract).await?.attempt,
+        1,
+        "not before it is confirmed"
+    );
+    page.click("button", "Yes, rerun").await?;
     eventually("the rerun's second attempt to succeed", || async {
         let task = env.task(extract).await?;
         Ok(task.attempt == 2 && task.status == TaskStatus::Succeeded)
@@ -239,6 +256,8 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         Value::Bool(true)
     );
     page.click("button", "Kill").await?;
+    page.wait_for_text("Kill this task?").await?;
+    page.click("button", "Yes, kill").await?;
     let id: Uuid = live.parse()?;
     assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Killed);
     page.wait_for(
@@ -427,5 +446,24 @@ async fn dashboard_figures() -> Result<()> {
         browser.close().await;
     }
     let _ = api.kill().await;
+    env.cleanup().await
+}
+
+/// An API that needs no token (loopback, none configured) shows no sign-in box.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_api_shows_no_sign_in_box() -> Result<()> {
+    if !have_chromium()? {
+        return Ok(());
+    }
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let browser = Browser::launch(1366, 900).await?;
+    let page = browser.open(&format!("{}/", env.api_url())).await?;
+    page.wait_for_text("Tasks").await?;
+    page.wait_for(
+        "the sign-in box to be hidden",
+        "document.getElementById('signin').hidden === true",
+    )
+    .await?;
     env.cleanup().await
 }
