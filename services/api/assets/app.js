@@ -317,6 +317,45 @@ async function overviewPage(main) {
 
 // Tasks ----------------------------------------------------------------------------------------
 
+/**
+ * An attempt's output: a box that follows the tail as text arrives (unless the reader scrolled
+ * up), with a search that keeps only the lines containing it, a wrap toggle and a download.
+ * `append` adds text, `reset` empties it.
+ */
+function logBox(text, fileName) {
+  let all = text || "";
+  let query = "";
+  const pre = h("pre", { class: "mono output" });
+  const count = h("span", { class: "muted" });
+  const atBottom = () => pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+  const show = (follow) => {
+    const lines = query ? all.split("\n").filter((l) => l.toLowerCase().includes(query)) : null;
+    pre.textContent = lines ? lines.join("\n") : all;
+    count.textContent = lines ? ` ${lines.length} matching line(s)` : "";
+    if (follow) pre.scrollTop = pre.scrollHeight;
+  };
+  const search = h("input", { type: "search", placeholder: "search the output", "aria-label": "search the output",
+    oninput: () => { query = search.value.toLowerCase(); show(true); } });
+  const wrap = h("input", { type: "checkbox", checked: true,
+    onchange: () => { pre.style.whiteSpace = wrap.checked ? "pre-wrap" : "pre"; } });
+  const download = h("a", { href: "#", onclick: (e) => {
+    e.preventDefault();
+    const url = URL.createObjectURL(new Blob([all], { type: "text/plain" }));
+    const a = h("a", { href: url, download: fileName });
+    document.body.append(a); a.click(); a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  } }, "download");
+  const box = h("div", { class: "logbox" },
+    h("div", { class: "row-actions" }, search, count, " ", h("label", {}, wrap, " wrap"), " ", download),
+    pre);
+  box.append_text = (more) => { const follow = atBottom(); all += more; show(follow); };
+  box.reset = () => { all = ""; show(true); };
+  // Shown at its end: the newest lines are what a reader of a log wants first.
+  requestAnimationFrame(() => show(true));
+  show(false);
+  return box;
+}
+
 const TASK_HEADERS = ["id", "status", "job / name", "kind", "worker group", "attempt", "data time", "created", "finished", "reason"];
 function taskRow(t) {
   return h("tr", { "data-task": t.id },
@@ -456,7 +495,8 @@ async function taskPage(main, rawId) {
         h("td", {}, w.task ? link(`/tasks/${w.task}`, w.state) : w.state))))) : "";
     output.clear();
     const attempts = t.attempts.slice().reverse().map((a) => {
-      const pre = h("pre", { class: "mono output", "data-attempt": a.attempt }, a.output || "");
+      const pre = logBox(a.output || "", `task-${t.id}-attempt-${a.attempt}.log`);
+      pre.setAttribute("data-attempt", a.attempt);
       output.set(a.attempt, pre);
       return h("div", {},
         h("h3", { style: "font-size:13px;margin:10px 0 2px" }, `Attempt ${a.attempt} `, status(a.outcome || "running"),
@@ -479,8 +519,8 @@ async function taskPage(main, rawId) {
       follow = new AbortController();
       const pre = output.get(running.attempt);
       readEvents(`/api/v1/tasks/${t.id}/logs?follow=true&attempt=${running.attempt}`, (name, data) => {
-        if (name === "output" && pre && data.attempt === running.attempt) pre.textContent += data.text;
-        if (name === "attempt" && pre) pre.textContent = "";
+        if (name === "output" && pre && data.attempt === running.attempt) pre.append_text(data.text);
+        if (name === "attempt" && pre) pre.reset();
       }, follow.signal).catch(() => {});
     }
   };

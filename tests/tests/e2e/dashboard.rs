@@ -230,7 +230,7 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         "--",
         "sh",
         "-c",
-        "i=0; while [ $i -lt 120 ]; do i=$((i+1)); echo line $i; sleep 1; done",
+        "i=0; while [ $i -lt 180 ]; do i=$((i+1)); echo line $i; [ $i -lt 60 ] || sleep 1; done",
     ]))
     .await?)?;
     page.wait_for(
@@ -255,6 +255,17 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         page.eval("window.__not_reloaded === true").await?,
         Value::Bool(true)
     );
+    // The log box, taller than it shows, follows its tail: the newest line is in view as lines
+    // keep coming.
+    page.wait_for_text("line 63").await?;
+    page.wait_for(
+        "the log box to show its newest line",
+        "(() => { const p = document.querySelector('.logbox pre'); \
+           return p.scrollHeight > p.clientHeight \
+             && p.scrollTop + p.clientHeight >= p.scrollHeight - 4; })()",
+    )
+    .await?;
+    shoot(&page, "task-running").await?;
     page.click("button", "Kill").await?;
     page.wait_for_text("Kill this task?").await?;
     page.click("button", "Yes, kill").await?;
