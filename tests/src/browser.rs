@@ -222,6 +222,17 @@ impl Page<'_> {
         self.browser.call(Some(&self.session), method, params).await
     }
 
+    /// Makes the tab's clock read in `zone` (an IANA name), as a browser set to that zone would;
+    /// takes effect for what the page renders from then on.
+    pub async fn set_time_zone(&self, zone: &str) -> Result<()> {
+        self.call(
+            "Emulation.setTimezoneOverride",
+            json!({ "timezoneId": zone }),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Loads `url` and waits for its document.
     pub async fn goto(&self, url: &str) -> Result<()> {
         self.call("Page.navigate", json!({ "url": url })).await?;

@@ -43,11 +43,45 @@ const taskLink = (id) => link(`/tasks/${id}`, h("span", { class: "mono" }, short
 
 // ---- time ------------------------------------------------------------------------------------
 
-/** A time in the browser's zone (the UTC time in the tooltip). */
+// Every time says its zone. Timestamps (created, started, next fire…) are shown in the zone the
+// header's toggle picks, UTC or the viewer's own, with how long ago or ahead they are; data times
+// in the zone their job's data times are taken in. Filters are read in the zone shown.
+
+const LOCAL_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+/** The zone timestamps are shown in. */
+const viewZone = () => localStorage.getItem("chime-zone") === "local" ? LOCAL_ZONE : "UTC";
+
+/** "in 12 s", "3 min ago". */
+function relative(d) {
+  const s = Math.round((d.getTime() - Date.now()) / 1000);
+  const a = Math.abs(s);
+  const unit = a < 60 ? `${a} s` : a < 3600 ? `${Math.round(a / 60)} min`
+    : a < 86400 ? `${Math.round(a / 3600)} h` : `${Math.round(a / 86400)} d`;
+  return s > 0 ? `in ${unit}` : `${unit} ago`;
+}
+
+/** A timestamp in the shown zone, labelled, with how far it is from now (UTC in the tooltip). */
 function when(t) {
   if (!t) return h("span", { class: "muted" }, "–");
   const d = new Date(t);
-  return h("span", { title: d.toISOString() }, inZone(d, undefined));
+  const zone = viewZone();
+  return h("span", { title: d.toISOString(), class: "time" }, `${inZone(d, zone)} ${zone}`,
+    h("span", { class: "muted" }, ` (${relative(d)})`));
+}
+
+/** A data time in its job's data-time zone (UTC for ad-hoc tasks), labelled. */
+function whenData(t, zone) {
+  if (!t) return h("span", { class: "muted" }, "–");
+  const d = new Date(t);
+  const z = zone || "UTC";
+  return h("span", { title: d.toISOString(), class: "data-time" }, `${inZone(d, z)} ${z}`);
+}
+
+/** A `datetime-local` input's value, read in the shown zone, as an RFC 3339 time. */
+function fromShownZone(value) {
+  if (!value) return "";
+  if (viewZone() === "UTC") return new Date(`${value.length === 16 ? value + ":00" : value}Z`).toISOString();
+  return new Date(value).toISOString();
 }
 /** `YYYY-MM-DD HH:MM:SS` of `d` in `zone` (the browser's zone when undefined). */
 function inZone(d, zone) {
@@ -282,9 +316,10 @@ async function overviewPage(main) {
         h("dt", {}, "broker"), h("dd", {}, data.broker_connected ? "connected" : h("span", { class: "error" }, "disconnected")),
         h("dt", {}, "outbox backlog"), h("dd", {}, `${data.outbox_backlog} row(s)` + (data.outbox_backlog ? `, oldest ${data.outbox_oldest_seconds.toFixed(1)} s` : "")))),
       section("Worker groups", groups),
-      section("Next fires", next.length ? table(["trigger", "job", "next fire (trigger's zone)"], next.map((t) => h("tr", {},
+      section("Next fires", next.length ? table(["trigger", "job", "next fire", "in the trigger's zone"], next.map((t) => h("tr", {},
         h("td", {}, `${t.group}.${t.name}`), h("td", {}, jobLink({ group: t.job_group, name: t.job })),
-        h("td", {}, `${inZone(new Date(t.next_fire_time), zoneOf(t.schedule))} ${zoneOf(t.schedule)}`))))
+        h("td", {}, when(t.next_fire_time)),
+        h("td", { class: "muted" }, `${inZone(new Date(t.next_fire_time), zoneOf(t.schedule))} ${zoneOf(t.schedule)}`))))
         : h("p", { class: "muted" }, "No trigger is waiting to fire.")),
       section("Recent failures", data.recent_failures.length ? taskTable(data.recent_failures) : h("p", { class: "muted" }, "None.")));
   };
@@ -361,7 +396,7 @@ function taskRow(t) {
   return h("tr", { "data-task": t.id },
     h("td", {}, taskLink(t.id)), h("td", {}, status(t.status)), h("td", {}, t.job || !t.name ? jobLink(t.job) : `"${t.name}"`),
     h("td", {}, t.kind), h("td", {}, t.group), h("td", {}, String(t.attempt)),
-    h("td", {}, when(t.data_time)), h("td", {}, when(t.created_at)), h("td", {}, when(t.finished_at)),
+    h("td", {}, whenData(t.data_time, t.job && t.job.data_time_zone)), h("td", {}, when(t.created_at)), h("td", {}, when(t.finished_at)),
     h("td", {}, t.reason || ""));
 }
 const taskTable = (tasks) => table(TASK_HEADERS, tasks.map(taskRow));
@@ -375,8 +410,8 @@ function matches(t, f) {
   }
   if (f.worker_group && t.group !== f.worker_group) return false;
   if (f.kind && t.kind !== f.kind) return false;
-  if (f.data_time_from && (!t.data_time || t.data_time < new Date(f.data_time_from).toISOString())) return false;
-  if (f.data_time_to && (!t.data_time || t.data_time >= new Date(f.data_time_to).toISOString())) return false;
+  if (f.data_time_from && (!t.data_time || new Date(t.data_time) < new Date(fromShownZone(f.data_time_from)))) return false;
+  if (f.data_time_to && (!t.data_time || new Date(t.data_time) >= new Date(fromShownZone(f.data_time_to)))) return false;
   if (f.q) {
     const q = f.q.toLowerCase();
     const hay = [t.kind, t.reason, t.submit_user, t.job && t.job.name].map((x) => (x || "").toLowerCase());
@@ -393,7 +428,7 @@ async function tasksPage(main) {
   const query = new URLSearchParams({ limit: "50" });
   for (const [k, v] of Object.entries(filter)) {
     if (!v) continue;
-    query.set(k, k.startsWith("data_time") ? new Date(v).toISOString() : v);
+    query.set(k, k.startsWith("data_time") ? fromShownZone(v) : v);
   }
   if (before) query.set("before", before);
   const tasks = await api(`/api/v1/tasks?${query}`);
@@ -410,7 +445,7 @@ async function tasksPage(main) {
   h("select", { name: "status" }, h("option", { value: "" }, "any status"),
     STATUSES.map((s) => h("option", { value: s, selected: filter.status === s }, s))),
   field("job", "job (group.name)", 16), field("worker_group", "worker group"), field("kind", "kind", 8),
-  h("label", { class: "muted" }, "data time ", field("data_time_from", "from", 0, "datetime-local"), " – ",
+  h("label", { class: "muted" }, `data time (${viewZone()}) `, field("data_time_from", "from", 0, "datetime-local"), " – ",
     field("data_time_to", "to", 0, "datetime-local")),
   field("q", "text or id", 14), h("button", {}, "Filter"), link("/tasks", "clear"));
   const body = h("tbody", {}, tasks.map(taskRow));
@@ -481,7 +516,7 @@ async function taskPage(main, rawId) {
       h("dt", {}, "worker group"), h("dd", {}, t.group),
       h("dt", {}, "attempt"), h("dd", {}, String(t.attempt)),
       h("dt", {}, "priority"), h("dd", {}, String(t.priority)),
-      h("dt", {}, "data time"), h("dd", {}, when(t.data_time)),
+      h("dt", {}, "data time"), h("dd", {}, whenData(t.data_time, t.job && t.job.data_time_zone)),
       h("dt", {}, "created"), h("dd", {}, when(t.created_at)),
       h("dt", {}, "started"), h("dd", {}, when(t.started_at)),
       h("dt", {}, "finished"), h("dd", {}, when(t.finished_at)),
@@ -491,7 +526,7 @@ async function taskPage(main, rawId) {
     const stalled = t.stalled && t.stalled.length ? section("Why it is not running",
       h("ul", {}, t.stalled.map((w) => h("li", { class: "error" }, w)))) : "";
     const waiting = t.waiting_on && t.waiting_on.length ? section("Why it waits", table(["upstream", "data time", "state"],
-      t.waiting_on.map((w) => h("tr", {}, h("td", {}, w.upstream), h("td", {}, when(w.data_time)),
+      t.waiting_on.map((w) => h("tr", {}, h("td", {}, w.upstream), h("td", {}, whenData(w.data_time, t.job && t.job.data_time_zone)),
         h("td", {}, w.task ? link(`/tasks/${w.task}`, w.state) : w.state))))) : "";
     output.clear();
     const attempts = t.attempts.slice().reverse().map((a) => {
@@ -835,6 +870,16 @@ $("signin").addEventListener("submit", (e) => {
   followEvents();
   render();
 });
+function showZone() {
+  $("zone-toggle").textContent = `times: ${viewZone()}`;
+}
+$("zone-toggle").addEventListener("click", (e) => {
+  e.preventDefault();
+  localStorage.setItem("chime-zone", viewZone() === "UTC" ? "local" : "UTC");
+  showZone();
+  render();
+});
+showZone();
 showSignin();
 followEvents();
 render();

@@ -134,6 +134,14 @@ pub struct JobRef {
     pub group: String,
     /// Its name.
     pub name: String,
+    /// The IANA zone its data times are taken in (its period's zone; UTC by default): where a
+    /// data time is shown.
+    #[serde(default = "utc_zone")]
+    pub data_time_zone: String,
+}
+
+fn utc_zone() -> String {
+    "UTC".into()
 }
 
 /// One attempt of a task, as shown by `chime task show`.

@@ -22,6 +22,7 @@ struct TaskRow {
     job_id: Option<i64>,
     job_group: Option<String>,
     job_name: Option<String>,
+    job_zone: Option<String>,
     kind: String,
     worker_group: String,
     spec: Json<serde_json::Value>,
@@ -44,7 +45,8 @@ macro_rules! select_tasks {
     ($rest:literal) => {
         concat!(
             "SELECT t.id, t.status, t.attempt, t.job_id, j.group_name AS job_group,
-                    j.name AS job_name, t.kind, t.worker_group, t.spec, t.data, t.data_time,
+                    j.name AS job_name, j.data_time_zone AS job_zone, t.kind, t.worker_group,
+                    t.spec, t.data, t.data_time,
                     t.priority, t.timeout_ms, t.reason, t.created_at, t.started_at,
                     t.finished_at, t.next_attempt_at, t.result, t.backfill_id, t.name
              FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id ",
@@ -64,9 +66,19 @@ pub(crate) fn decode_status(status: &str) -> Result<TaskStatus, StoreError> {
 }
 
 /// The job a task row's joined columns name, if it has one.
-fn job_ref(id: Option<i64>, group: Option<String>, name: Option<String>) -> Option<JobRef> {
+fn job_ref(
+    id: Option<i64>,
+    group: Option<String>,
+    name: Option<String>,
+    zone: Option<String>,
+) -> Option<JobRef> {
     match (id, group, name) {
-        (Some(id), Some(group), Some(name)) => Some(JobRef { id, group, name }),
+        (Some(id), Some(group), Some(name)) => Some(JobRef {
+            id,
+            group,
+            name,
+            data_time_zone: zone.unwrap_or_else(|| "UTC".into()),
+        }),
         _ => None,
     }
 }
@@ -74,7 +86,7 @@ fn job_ref(id: Option<i64>, group: Option<String>, name: Option<String>) -> Opti
 impl TaskRow {
     fn into_view(self, attempts: Vec<AttemptView>) -> Result<TaskView, StoreError> {
         let status = decode_status(&self.status)?;
-        let job = job_ref(self.job_id, self.job_group, self.job_name);
+        let job = job_ref(self.job_id, self.job_group, self.job_name, self.job_zone);
         Ok(TaskView {
             id: self.id,
             status,
@@ -325,6 +337,7 @@ struct SummaryRow {
     job_id: Option<i64>,
     job_group: Option<String>,
     job_name: Option<String>,
+    job_zone: Option<String>,
     kind: String,
     worker_group: String,
     data_time: Option<jiff_sqlx::Timestamp>,
@@ -343,7 +356,8 @@ macro_rules! select_summaries {
     ($rest:literal) => {
         concat!(
             "SELECT t.id, t.status, t.attempt, t.job_id, j.group_name AS job_group,
-                    j.name AS job_name, t.kind, t.worker_group, t.data_time, t.priority,
+                    j.name AS job_name, j.data_time_zone AS job_zone, t.kind, t.worker_group,
+                    t.data_time, t.priority,
                     t.submit_user, t.name, t.reason, (t.result->>'exit_code')::int AS exit_code,
                     t.created_at, t.started_at, t.finished_at
              FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id ",
@@ -355,7 +369,7 @@ macro_rules! select_summaries {
 impl SummaryRow {
     fn into_summary(self) -> Result<TaskSummary, StoreError> {
         let status = decode_status(&self.status)?;
-        let job = job_ref(self.job_id, self.job_group, self.job_name);
+        let job = job_ref(self.job_id, self.job_group, self.job_name, self.job_zone);
         Ok(TaskSummary {
             id: self.id,
             status,

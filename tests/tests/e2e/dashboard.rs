@@ -473,8 +473,79 @@ async fn an_open_api_shows_no_sign_in_box() -> Result<()> {
     page.wait_for_text("Tasks").await?;
     page.wait_for(
         "the sign-in box to be hidden",
-        "document.getElementById('signin').hidden === true",
+        "getComputedStyle(document.getElementById('signin')).display === 'none'",
     )
     .await?;
+    env.cleanup().await
+}
+
+/// A data time reads the same in every browser, in its job's zone and saying so; timestamps say
+/// their zone (UTC, or the viewer's by the toggle) and how long ago they were; the data-time
+/// filter is read in the zone shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn times_say_their_zone_whatever_the_browsers() -> Result<()> {
+    if !have_chromium()? {
+        return Ok(());
+    }
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let ok = |out: std::process::Output| -> Result<String> {
+        anyhow::ensure!(out.status.success(), "{out:?}");
+        Ok(last_line(&out))
+    };
+    ok(env
+        .chime(&[
+            "job",
+            "create",
+            "report",
+            "--kind",
+            "noop",
+            "--data-time-period",
+            "day",
+            "--data-time-zone",
+            "Asia/Shanghai",
+        ])
+        .await?)?;
+    // The daily report for 2026-11-22 in Shanghai: its data time is 2026-11-21T16:00Z.
+    let id = ok(env
+        .chime(&[
+            "job",
+            "run",
+            "report",
+            "--data-time",
+            "2026-11-22T03:00:00+08:00",
+        ])
+        .await?)?;
+    env.wait_terminal(id.parse()?).await?;
+    let browser = Browser::launch(1366, 900).await?;
+    let page = browser.open("about:blank").await?;
+    for zone in ["America/Los_Angeles", "Asia/Tokyo"] {
+        page.set_time_zone(zone).await?;
+        page.goto(&format!("{}/tasks/{id}", env.api_url())).await?;
+        page.wait_for_text("2026-11-22 00:00:00 Asia/Shanghai")
+            .await?;
+        // Timestamps in UTC by default, labelled, with their distance from now.
+        page.wait_for_text(" UTC (").await?;
+        page.wait_for_text(" ago)").await?;
+    }
+    // The toggle shows timestamps in the browser's zone, labelled with it.
+    page.click("button", "times: UTC").await?;
+    page.wait_for_text("Asia/Tokyo (").await?;
+    page.wait_for_text("2026-11-22 00:00:00 Asia/Shanghai")
+        .await?;
+    shoot(&page, "task-zones").await?;
+    // The filter is read in the zone shown (Tokyo here): from 2026-11-22 01:00 Tokyo is
+    // 2026-11-21T16:00Z, which the report's data time is at.
+    page.goto(&format!(
+        "{}/tasks?data_time_from=2026-11-22T01:00&data_time_to=2026-11-22T01:01",
+        env.api_url()
+    ))
+    .await?;
+    page.wait_for(
+        "the report's task in the filtered list",
+        &format!("!!document.querySelector('tr[data-task=\"{id}\"]')"),
+    )
+    .await?;
+    browser.close().await;
     env.cleanup().await
 }
