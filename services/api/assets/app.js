@@ -391,18 +391,48 @@ function logBox(text, fileName) {
   return box;
 }
 
-const TASK_HEADERS = ["id", "status", "job / name", "kind", "worker group", "attempt", "data time", "created", "finished", "reason"];
+/** `850 ms`, `12.4 s`, `3 min 4 s`, `2 h 5 min`. */
+function seconds(s) {
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+}
+/** How long a task's current attempt ran (or has run so far), in seconds; null before it starts. */
+function ranFor(t) {
+  if (!t.started_at) return null;
+  return ((t.finished_at ? new Date(t.finished_at) : new Date()) - new Date(t.started_at)) / 1000;
+}
+function duration(t) {
+  const s = ranFor(t);
+  return s === null ? h("span", { class: "muted" }, "–") : `${seconds(s)}${t.finished_at ? "" : " so far"}`;
+}
+/** The last runs' durations as bars, oldest first, coloured by outcome; each links its task. */
+function runsChart(runs) {
+  const ran = runs.filter((t) => t.started_at).slice(0, 50).reverse();
+  if (!ran.length) return "";
+  const secs = ran.map(ranFor);
+  const longest = Math.max(0.001, ...secs);
+  return h("div", { class: "runs-chart", title: `longest ${seconds(longest)}` }, ran.map((t, i) =>
+    h("a", { href: `/tasks/${t.id}`, class: `bar-run bg-${t.status}`,
+      title: `${t.data_time ? inZone(new Date(t.data_time), (t.job && t.job.data_time_zone) || "UTC") : inZone(new Date(t.created_at), viewZone())}: ${t.status}, ${seconds(secs[i])}`,
+      style: `height:${Math.max(3, Math.round(60 * secs[i] / longest))}px` })));
+}
+
+const TASK_HEADERS = ["id", "status", "job / name", "kind", "worker group", "attempt", "data time", "created", "finished", "duration", "reason"];
 function taskRow(t) {
   return h("tr", { "data-task": t.id },
     h("td", {}, taskLink(t.id)), h("td", {}, status(t.status)), h("td", {}, t.job || !t.name ? jobLink(t.job) : `"${t.name}"`),
     h("td", {}, t.kind), h("td", {}, t.group), h("td", {}, String(t.attempt)),
     h("td", {}, whenData(t.data_time, t.job && t.job.data_time_zone)), h("td", {}, when(t.created_at)), h("td", {}, when(t.finished_at)),
-    h("td", {}, t.reason || ""));
+    h("td", {}, duration(t)), h("td", {}, t.reason || ""));
 }
 const taskTable = (tasks) => table(TASK_HEADERS, tasks.map(taskRow));
 
 /** Whether a task summary passes the list's filters (what the API would return). */
 function matches(t, f) {
+  // A summary does not say its worker or backfill: such a list takes no new rows live.
+  if (f.worker || f.backfill) return false;
   if (f.status && t.status !== f.status) return false;
   if (f.job) {
     const [g, n] = f.job.includes(".") ? [f.job.slice(0, f.job.indexOf(".")), f.job.slice(f.job.indexOf(".") + 1)] : ["default", f.job];
@@ -420,7 +450,7 @@ function matches(t, f) {
   return true;
 }
 
-const FILTERS = ["status", "job", "worker_group", "kind", "data_time_from", "data_time_to", "q"];
+const FILTERS = ["status", "job", "worker_group", "kind", "data_time_from", "data_time_to", "q", "worker", "backfill"];
 async function tasksPage(main) {
   const search = new URLSearchParams(location.search);
   const filter = Object.fromEntries(FILTERS.map((k) => [k, search.get(k) || ""]));
@@ -650,6 +680,7 @@ async function jobPage(main, group, name) {
     section("Depends on", deps.upstreams.length ? table(["upstream", "window", "on failure"], deps.upstreams.map((d) => depRow(d, d.upstream))) : h("p", { class: "muted" }, "Nothing.")),
     section("Needed by", deps.downstreams.length ? table(["downstream", "window", "on failure"], deps.downstreams.map((d) => depRow(d, d.job))) : h("p", { class: "muted" }, "Nothing.")),
     section([h("span", {}, "Recent runs"), link(`/tasks?job=${encodeURIComponent(full)}`, "all")],
+      runsChart(runs),
       h("table", {}, h("thead", {}, h("tr", {}, TASK_HEADERS.map((x) => h("th", {}, x)))), runsBody)));
   return {
     onTasks(changes) {
@@ -804,7 +835,7 @@ async function backfillsPage(main) {
         h("td", {}, when(b.from), " → ", when(b.to)), h("td", {}, String(b.parallelism)),
         h("td", {}, h("div", { class: "bar", title: `${done}/${total} succeeded` }, h("div", { style: `width:${total ? (100 * done / total).toFixed(1) : 0}%` })),
           h("span", { class: "muted" }, Object.entries(b.tasks).map(([s, n]) => `${n} ${s}`).join(", "))),
-        h("td", {}, link(`/tasks?q=&job=${encodeURIComponent(b.job)}`, "tasks")),
+        h("td", {}, link(`/tasks?backfill=${b.id}`, "its tasks")),
         h("td", {}, b.done ? "done" : actionButton("Cancel", () => post(`/api/v1/backfills/${b.id}/cancel`), draw, "danger",
           `Cancel backfill ${b.id}? Its tasks that have not ended are killed.`)));
     });
@@ -823,7 +854,8 @@ async function workersPage(main) {
       ["name", "status", "worker groups", "kinds", "concurrency", "running now", "heartbeat", "started", ""],
       workers.map((w) => h("tr", {},
         h("td", { class: "mono" }, w.name), h("td", {}, w.status), h("td", {}, w.groups.join(", ")),
-        h("td", {}, w.kinds.join(", ")), h("td", {}, String(w.concurrency)), h("td", {}, String(w.running ?? 0)),
+        h("td", {}, w.kinds.join(", ")), h("td", {}, String(w.concurrency)),
+        h("td", {}, link(`/tasks?status=running&worker=${w.id}`, String(w.running ?? 0)), " ", link(`/tasks?worker=${w.id}`, "recent")),
         h("td", {}, ago(w.last_heartbeat)), h("td", {}, when(w.started_at)),
         h("td", {}, w.status === "online" ? actionButton("Drain", () => post(`/api/v1/workers/${w.id}/drain`), draw, "secondary",
           `Drain ${w.name}? It takes no more work, finishes what runs and goes offline.`) : ""))))

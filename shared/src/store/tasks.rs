@@ -414,6 +414,10 @@ pub struct TaskFilter {
     pub text: Option<String>,
     /// Only tasks whose id starts with this (see [`IdPrefix`]).
     pub id_prefix: Option<IdPrefix>,
+    /// Only tasks of this backfill.
+    pub backfill: Option<i64>,
+    /// Only tasks whose current attempt is this worker's (what it runs, or last ran for them).
+    pub worker: Option<Uuid>,
 }
 
 /// The start of an id, as a person types it (`01a21341-82f3`, hyphens optional, at least 8 hex
@@ -496,6 +500,12 @@ pub async fn list(
     }
     if let Some(before) = filter.before {
         query.push(" AND t.id < ").push_bind(before);
+    }
+    if let Some(backfill) = filter.backfill {
+        query.push(" AND t.backfill_id = ").push_bind(backfill);
+    }
+    if let Some(worker) = filter.worker {
+        query.push(" AND t.worker_id = ").push_bind(worker);
     }
     if let Some(prefix) = filter.id_prefix {
         query

@@ -175,6 +175,14 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         .with_context(|| format!("the next fire {next}"))?;
     page.wait_for_text("Needed by").await?;
     page.wait_for_text("default.load").await?;
+    // History at a glance: the recent runs' durations as bars, each its task's link, and each
+    // run's duration in the list.
+    page.wait_for(
+        "the recent runs' chart",
+        "document.querySelectorAll('.runs-chart a.bar-run.bg-succeeded').length >= 1",
+    )
+    .await?;
+    page.wait_for_text(" ms").await?;
     shoot(&page, "job").await?;
 
     // A task's page shows its output.

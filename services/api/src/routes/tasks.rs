@@ -78,6 +78,10 @@ pub struct ListParams {
     q: Option<String>,
     /// Only tasks whose id starts with this (at least 8 hex digits; hyphens optional).
     id_prefix: Option<String>,
+    /// Only tasks of this backfill.
+    backfill: Option<i64>,
+    /// Only tasks whose current attempt is this worker's (its id).
+    worker: Option<String>,
     /// At most this many (default 100, at most 1000).
     limit: Option<i64>,
 }
@@ -146,6 +150,10 @@ pub async fn list_tasks(
             .map(|p| p.parse::<tasks::IdPrefix>())
             .transpose()
             .map_err(|e| ApiError::bad_request(format!("id_prefix: {e}")))?,
+        backfill: params.backfill,
+        worker: nonempty(params.worker)
+            .map(|id| super::parse_uuid(&id, "worker"))
+            .transpose()?,
     };
     Ok(Json(tasks::list(&state.store, &filter, limit).await?))
 }
