@@ -726,11 +726,43 @@ async function calendarsPage(main) {
 
 // Dependencies: the graph and the grid -------------------------------------------------------------
 
+const PERIOD_ORDER = ["minute", "hour", "day", "week", "month"];
+const STATUS_FILL = { succeeded: "#dafbe1", failed: "#ffebe9", killed: "#ffebe9", running: "#ddf4ff",
+  ready: "#fbefff", waiting: "#fff8c5", retrying: "#fff8c5" };
+
+/** A data time as short as its period allows, in the job's zone. */
+function shortDataTime(t, job) {
+  const full = inZone(new Date(t), job.data_time_zone || "UTC"); // YYYY-MM-DD HH:MM:SS
+  switch (job.data_time_period) {
+    case "month": return full.slice(0, 7);
+    case "day": case "week": return full.slice(5, 10);
+    default: return full.slice(5, 16);
+  }
+}
+
+/**
+ * The DAG page: the graph (layered, upstream left, each node coloured by its latest run) and the
+ * grid, one row per job with its own latest runs, newest on the left, grouped by data-time
+ * period, so a daily job's days sit beside an hourly job's hours. Live events update cells in
+ * place; a redraw keeps the scroll position and the selected cell. `?before=T` pages back.
+ */
 async function dependenciesPage(main) {
-  let grid = await api("/api/v1/dependencies/grid?columns=14");
+  const before = new URLSearchParams(location.search).get("before") || "";
+  const COLUMNS = 30;
+  const fetchGrid = () => api(`/api/v1/dependencies/grid?columns=${COLUMNS}${before ? `&before=${encodeURIComponent(before)}` : ""}`);
+  let grid = await fetchGrid();
   let selected = null;
   const detail = h("div");
-  const draw = () => {
+  const wrap = h("div", { class: "grid-wrap" });
+  const cellKey = (job, t) => `${job}|${new Date(t).toISOString().replace(".000Z", "Z")}`;
+
+  const graph = () => {
+    const el = (tag, attrs, text) => {
+      const n = document.createElementNS("http://www.w3.org/2000/svg", tag);
+      for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+      if (text !== undefined) n.textContent = text;
+      return n;
+    };
     const levels = {};
     const level = (job, seen = new Set()) => {
       if (levels[job] !== undefined) return levels[job];
@@ -740,22 +772,22 @@ async function dependenciesPage(main) {
       return (levels[job] = ups.length ? Math.max(...ups) + 1 : 0);
     };
     grid.jobs.forEach((j) => level(j.job));
-    const columns = {};
+    const columns = [];
     grid.jobs.forEach((j) => (columns[levels[j.job]] = columns[levels[j.job]] || []).push(j.job));
+    // Each layer in the order of its upstreams' mean position (the barycentre): few crossings.
     const pos = {};
-    const W = 200, H = 44;
-    Object.entries(columns).forEach(([l, jobs]) => jobs.forEach((job, i) => (pos[job] = { x: 10 + l * W, y: 10 + i * H })));
-    const width = 10 + (Object.keys(columns).length) * W;
-    const height = 20 + Math.max(1, ...Object.values(columns).map((c) => c.length)) * H;
-    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-    svg.setAttribute("width", width);
-    svg.setAttribute("height", height);
-    const el = (tag, attrs, text) => {
-      const n = document.createElementNS("http://www.w3.org/2000/svg", tag);
-      for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
-      if (text !== undefined) n.textContent = text;
-      return n;
-    };
+    const W = 210, H = 44;
+    columns.forEach((jobs, l) => {
+      if (l > 0) {
+        const centre = (job) => {
+          const ys = grid.edges.filter((e) => e.job === job && pos[e.upstream]).map((e) => pos[e.upstream].y);
+          return ys.length ? ys.reduce((a, b) => a + b, 0) / ys.length : 0;
+        };
+        jobs.sort((a, b) => centre(a) - centre(b) || a.localeCompare(b));
+      }
+      jobs.forEach((job, i) => (pos[job] = { x: 10 + l * W, y: 10 + i * H }));
+    });
+    const svg = el("svg", { width: 10 + columns.length * W, height: 20 + Math.max(1, ...columns.map((c) => c.length)) * H });
     const defs = el("defs", {});
     const marker = el("marker", { id: "arrow", markerWidth: 8, markerHeight: 8, refX: 8, refY: 4, orient: "auto" });
     marker.append(el("path", { d: "M0,0 L8,4 L0,8 z", fill: "#6b7684" }));
@@ -764,44 +796,77 @@ async function dependenciesPage(main) {
     for (const e of grid.edges) {
       const a = pos[e.upstream], b = pos[e.job];
       if (!a || !b) continue;
-      svg.append(el("path", { d: `M${a.x + 160},${a.y + 14} C${a.x + 180},${a.y + 14} ${b.x - 20},${b.y + 14} ${b.x},${b.y + 14}`, stroke: "#6b7684", fill: "none", "marker-end": "url(#arrow)" }));
+      svg.append(el("path", { d: `M${a.x + 170},${a.y + 14} C${a.x + 190},${a.y + 14} ${b.x - 20},${b.y + 14} ${b.x},${b.y + 14}`, stroke: "#6b7684", fill: "none", "marker-end": "url(#arrow)" }));
     }
     for (const j of grid.jobs) {
       const p = pos[j.job];
+      const latest = grid.cells.find((c) => c.job === j.job); // newest first per job
       const [g, ...rest] = j.job.split(".");
-      const a = el("a", { href: `/jobs/${encodeURIComponent(g)}/${encodeURIComponent(rest.join("."))}` });
-      a.append(el("rect", { x: p.x, y: p.y, width: 160, height: 28, rx: 6, fill: "#fff", stroke: "#e3e7ec" }));
+      const a = el("a", { href: `/jobs/${encodeURIComponent(g)}/${encodeURIComponent(rest.join("."))}`, "data-node": j.job, "data-status": latest ? latest.status : "none" });
+      a.append(el("rect", { x: p.x, y: p.y, width: 170, height: 28, rx: 6, fill: latest ? STATUS_FILL[latest.status] || "#fff" : "#fff", stroke: "#c9d1d9" }));
       a.append(el("text", { x: p.x + 8, y: p.y + 18 }, j.job));
+      a.append(el("title", {}, latest ? `${j.job}: latest run ${latest.status}` : `${j.job}: no run yet`));
       svg.append(a);
     }
-    const times = grid.data_times.slice().reverse();
-    const cells = {};
-    for (const c of grid.cells) cells[`${c.job}|${c.data_time}`] = c;
-    const cellFor = (job, t) => {
-      const c = cells[`${job}|${t}`];
-      if (!c) return h("td", { class: "cell" }, h("span", { class: "bg-none", title: "no task" }));
-      return h("td", { class: "cell" }, h("a", {
-        href: `/tasks/${c.task_id}`, class: `bg-${c.status}${selected === c.task_id ? " selected" : ""}`,
-        title: `${job} @ ${new Date(t).toISOString()}: ${c.status}`, "data-cell": `${job}|${t}`, "data-status": c.status,
-        onclick: (e) => { e.preventDefault(); e.stopPropagation(); selected = c.task_id; showCell(c); draw(); },
-      }));
-    };
-    const gridTable = h("table", { class: "grid" },
-      h("thead", {}, h("tr", {}, h("th", {}, "job \\ data time"), times.map((t) => h("th", { class: "mono", title: t }, inZone(new Date(t), "UTC"))))),
-      h("tbody", {}, grid.jobs.map((j) => h("tr", {}, h("th", {}, j.job), times.map((t) => cellFor(j.job, t))))));
-    main.replaceChildren(
-      section("Graph", grid.jobs.length ? svg : h("p", { class: "muted" }, "No dependencies: chime job depend DOWNSTREAM --on UPSTREAM")),
-      section("Grid (data times in UTC; click a cell)", grid.jobs.length ? gridTable : "", detail));
+    return svg;
   };
-  const showCell = (c) => {
-    detail.replaceChildren(h("p", {}, `${c.job} @ ${new Date(c.data_time).toISOString()}: `, status(c.status), " ",
+
+  const cellLink = (c, job) => h("a", {
+    href: `/tasks/${c.task_id}`, class: `run bg-${c.status}${selected === c.task_id ? " selected" : ""}`,
+    title: `${job.job} for ${inZone(new Date(c.data_time), job.data_time_zone)} ${job.data_time_zone}: ${c.status}`,
+    "data-cell": cellKey(job.job, c.data_time), "data-status": c.status, "data-task": c.task_id,
+    onclick: (e) => { e.preventDefault(); e.stopPropagation(); select(c); },
+  }, shortDataTime(c.data_time, job));
+
+  const gridTable = () => {
+    const byPeriod = {};
+    for (const j of grid.jobs) (byPeriod[j.data_time_period || "none"] = byPeriod[j.data_time_period || "none"] || []).push(j);
+    const periods = Object.keys(byPeriod).sort((a, b) => (PERIOD_ORDER.indexOf(a) + 1 || 99) - (PERIOD_ORDER.indexOf(b) + 1 || 99));
+    const rows = [];
+    for (const period of periods) {
+      rows.push(h("tr", { class: "period" }, h("th", { class: "sticky" }, period === "none" ? "no period" : `${period}ly`.replace("dayly", "daily")), h("td", { colspan: COLUMNS })));
+      for (const job of byPeriod[period]) {
+        const runs = grid.cells.filter((c) => c.job === job.job);
+        rows.push(h("tr", {}, h("th", { class: "sticky" }, link(`/jobs/${job.job.split(".").map(encodeURIComponent).join("/")}`, job.job),
+          h("div", { class: "muted", style: "font-weight:normal;font-size:11px" }, job.data_time_zone)),
+          runs.map((c) => h("td", { class: "cell" }, cellLink(c, job))),
+          runs.length ? "" : h("td", { class: "muted" }, "no runs")));
+      }
+    }
+    return h("table", { class: "grid" }, h("tbody", {}, rows));
+  };
+
+  const pager = () => {
+    const oldest = grid.data_times.length ? grid.data_times[grid.data_times.length - 1] : null;
+    return h("p", {},
+      before ? link("/dependencies", "⇤ newest") : "", " ",
+      oldest ? link(`/dependencies?before=${encodeURIComponent(oldest)}`, "older →") : "");
+  };
+
+  const draw = () => {
+    // Redrawing keeps where the reader was: the page's scroll and the grid's own.
+    const y = window.scrollY, x = wrap.scrollLeft;
+    wrap.replaceChildren(grid.jobs.length ? gridTable() : "");
+    main.replaceChildren(
+      section("Graph (each job coloured by its latest run)", grid.jobs.length ? graph() : h("p", { class: "muted" }, "No dependencies: chime job depend DOWNSTREAM --on UPSTREAM")),
+      section(`Grid (each job's own runs, newest first, data times in the job's zone; click a run)`, wrap, pager(), detail));
+    wrap.scrollLeft = x;
+    window.scrollTo(0, y);
+  };
+  const refresh = () => serially(async () => { grid = await fetchGrid(); draw(); if (selected) { const c = grid.cells.find((x) => x.task_id === selected); if (c) select(c); } });
+  const select = (c) => {
+    selected = c.task_id;
+    for (const a of wrap.querySelectorAll("a.run.selected")) a.classList.remove("selected");
+    const mine = wrap.querySelector(`a.run[data-task="${CSS.escape(c.task_id)}"]`);
+    if (mine) mine.classList.add("selected");
+    const job = grid.jobs.find((j) => j.job === c.job) || { data_time_zone: "UTC" };
+    const live = LIVE.includes(c.status);
+    detail.replaceChildren(h("p", {}, `${c.job} for ${inZone(new Date(c.data_time), job.data_time_zone)} ${job.data_time_zone}: `, status(c.status), " ",
       taskLink(c.task_id), " ",
-      LIVE.includes(c.status) ? "" : actionButton("Rerun", () => post(`/api/v1/tasks/${c.task_id}/rerun`), () => serially(async () => {
-        grid = await api("/api/v1/dependencies/grid?columns=14"); draw();
-      }), "", `Run ${c.job} for this data time again?`), " ",
-      LIVE.includes(c.status) ? "" : actionButton("Rerun with downstream", () => post(`/api/v1/tasks/${c.task_id}/rerun?downstream=true`), () => serially(async () => {
-        grid = await api("/api/v1/dependencies/grid?columns=14"); draw();
-      }), "", `Run ${c.job} and every task downstream of it for this data time again, succeeded ones too?`)));
+      live ? actionButton("Kill", () => post(`/api/v1/tasks/${c.task_id}/kill`), refresh, "danger", `Kill ${c.job}'s run for this data time?`) : "",
+      live ? "" : actionButton("Rerun", () => post(`/api/v1/tasks/${c.task_id}/rerun`), refresh, "", `Run ${c.job} for this data time again?`), " ",
+      live ? "" : actionButton("Rerun with downstream", () => post(`/api/v1/tasks/${c.task_id}/rerun?downstream=true`), refresh, "",
+        `Run ${c.job} and every task downstream of it for this data time again, succeeded ones too?`)));
   };
   draw();
   return {
@@ -809,15 +874,26 @@ async function dependenciesPage(main) {
       let refetch = false;
       for (const { task } of changes) {
         if (!task.job || !task.data_time) continue;
-        const job = jobName(task.job);
-        if (!grid.jobs.some((j) => j.job === job)) continue;
-        const cell = grid.cells.find((c) => c.job === job && new Date(c.data_time).getTime() === new Date(task.data_time).getTime());
-        if (cell) { cell.status = task.status; cell.task_id = task.id; } else refetch = true;
+        const name = jobName(task.job);
+        const job = grid.jobs.find((j) => j.job === name);
+        if (!job) continue;
+        const cell = grid.cells.find((c) => c.job === name && new Date(c.data_time).getTime() === new Date(task.data_time).getTime());
+        if (!cell) { if (!before) refetch = true; continue; }
+        // In place: the cell's colour and task, nothing else moves.
+        cell.status = task.status; cell.task_id = task.id;
+        const a = wrap.querySelector(`a.run[data-cell="${CSS.escape(cellKey(name, cell.data_time))}"]`);
+        if (a) a.replaceWith(cellLink(cell, job));
+        if (selected === task.id) select(cell);
+        // The graph's node shows its job's latest run.
+        if (grid.cells.find((c) => c.job === name) === cell) {
+          const node = main.querySelector(`a[data-node="${CSS.escape(name)}"]`);
+          if (node) {
+            node.setAttribute("data-status", cell.status);
+            node.querySelector("rect")?.setAttribute("fill", STATUS_FILL[cell.status] || "#fff");
+          }
+        }
       }
-      if (refetch) grid = await api("/api/v1/dependencies/grid?columns=14");
-      draw();
-      const sel = grid.cells.find((c) => c.task_id === selected);
-      if (sel) showCell(sel);
+      if (refetch) await refresh();
     },
   };
 }

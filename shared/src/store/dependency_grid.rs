@@ -1,5 +1,6 @@
 //! The dependency view: the graph of jobs linked by dependencies, and an Airflow-style grid of
-//! those jobs × their latest data times, each cell the status of the job's task for that time.
+//! those jobs, each row the job's own latest runs (a daily job's days beside an hourly job's
+//! hours), each cell the status of the job's task for one data time.
 
 use jiff::Timestamp;
 use serde::Serialize;
@@ -15,6 +16,8 @@ pub struct GridJob {
     pub job: String,
     /// Its data-time period, if it has one.
     pub data_time_period: Option<String>,
+    /// The zone its data times are taken in.
+    pub data_time_zone: String,
 }
 
 /// One edge: `job` depends on `upstream`.
@@ -49,15 +52,20 @@ pub struct DependencyGrid {
     pub jobs: Vec<GridJob>,
     /// Every dependency.
     pub edges: Vec<GridEdge>,
-    /// The grid's columns: the latest data times of those jobs, newest first.
+    /// Every data time shown, newest first.
     #[schema(value_type = Vec<String>)]
     pub data_times: Vec<Timestamp>,
-    /// The grid's cells.
+    /// The grid's cells: for each job, its `columns` latest data times (before `before`).
     pub cells: Vec<GridCell>,
 }
 
-/// The graph, with a grid of the `columns` latest data times.
-pub async fn read(store: &Store, columns: i64) -> Result<DependencyGrid, StoreError> {
+/// The graph, with a grid of each job's `columns` latest data times, before `before` if given
+/// (the next page back in time).
+pub async fn read(
+    store: &Store,
+    columns: i64,
+    before: Option<Timestamp>,
+) -> Result<DependencyGrid, StoreError> {
     let edges: Vec<(String, String, String)> = sqlx::query_as(
         r#"SELECT j.group_name || '.' || j.name, u.group_name || '.' || u.name, d."window"
            FROM job_dependencies d JOIN jobs j ON j.id = d.job_id
@@ -67,8 +75,8 @@ pub async fn read(store: &Store, columns: i64) -> Result<DependencyGrid, StoreEr
     .fetch_all(store.pool())
     .await
     .context("reading dependencies")?;
-    let jobs: Vec<(i64, String, Option<String>)> = sqlx::query_as(
-        "SELECT id, group_name || '.' || name, data_time_period FROM jobs j
+    let jobs: Vec<(i64, String, Option<String>, String)> = sqlx::query_as(
+        "SELECT id, group_name || '.' || name, data_time_period, data_time_zone FROM jobs j
          WHERE EXISTS (SELECT 1 FROM job_dependencies d
                        WHERE d.job_id = j.id OR d.depends_on_job_id = j.id)
          ORDER BY 2",
@@ -76,38 +84,37 @@ pub async fn read(store: &Store, columns: i64) -> Result<DependencyGrid, StoreEr
     .fetch_all(store.pool())
     .await
     .context("reading the jobs with dependencies")?;
-    let ids: Vec<i64> = jobs.iter().map(|(id, _, _)| *id).collect();
-    // The latest data times, each job's read backwards on its (job, data time) index.
-    let data_times: Vec<jiff_sqlx::Timestamp> = sqlx::query_scalar(
-        "SELECT DISTINCT d FROM unnest($1::bigint[]) AS job(id),
-             LATERAL (SELECT DISTINCT data_time AS d FROM tasks
-                      WHERE job_id = job.id AND data_time IS NOT NULL
-                      ORDER BY data_time DESC LIMIT $2) latest
-         ORDER BY d DESC LIMIT $2",
-    )
-    .bind(&ids)
-    .bind(columns.clamp(1, 200))
-    .fetch_all(store.pool())
-    .await
-    .context("reading the latest data times")?;
+    let ids: Vec<i64> = jobs.iter().map(|(id, ..)| *id).collect();
+    let labels: Vec<&str> = jobs.iter().map(|(_, job, ..)| job.as_str()).collect();
+    // Each job's own latest data times, read backwards on its (job, data time) index: its latest
+    // task of each.
     let cells: Vec<(String, jiff_sqlx::Timestamp, Uuid, String)> = sqlx::query_as(
-        "SELECT DISTINCT ON (t.job_id, t.data_time) j.group_name || '.' || j.name,
-                t.data_time, t.id, t.status
-         FROM tasks t JOIN jobs j ON j.id = t.job_id
-         WHERE t.job_id = ANY($1) AND t.data_time = ANY($2)
-         ORDER BY t.job_id, t.data_time, t.id DESC",
+        "SELECT job.label, latest.data_time, latest.id, latest.status
+         FROM unnest($1::bigint[], $2::text[]) AS job(id, label),
+         LATERAL (SELECT DISTINCT ON (t.data_time) t.data_time, t.id, t.status FROM tasks t
+                  WHERE t.job_id = job.id AND t.data_time IS NOT NULL
+                    AND ($4::timestamptz IS NULL OR t.data_time < $4)
+                  ORDER BY t.data_time DESC, t.id DESC
+                  LIMIT $3) latest
+         ORDER BY job.label, latest.data_time DESC",
     )
     .bind(&ids)
-    .bind(&data_times)
+    .bind(&labels)
+    .bind(columns.clamp(1, 200))
+    .bind(before.map(jiff_sqlx::Timestamp::from))
     .fetch_all(store.pool())
     .await
     .context("reading the grid")?;
+    let mut data_times: Vec<Timestamp> = cells.iter().map(|(_, t, ..)| t.to_jiff()).collect();
+    data_times.sort_unstable_by(|a, b| b.cmp(a));
+    data_times.dedup();
     Ok(DependencyGrid {
         jobs: jobs
             .into_iter()
-            .map(|(_, job, data_time_period)| GridJob {
+            .map(|(_, job, data_time_period, data_time_zone)| GridJob {
                 job,
                 data_time_period,
+                data_time_zone,
             })
             .collect(),
         edges: edges
@@ -118,7 +125,7 @@ pub async fn read(store: &Store, columns: i64) -> Result<DependencyGrid, StoreEr
                 window,
             })
             .collect(),
-        data_times: data_times.into_iter().map(|t| t.to_jiff()).collect(),
+        data_times,
         cells: cells
             .into_iter()
             .map(|(job, data_time, task_id, status)| GridCell {

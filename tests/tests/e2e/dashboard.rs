@@ -557,3 +557,112 @@ async fn times_say_their_zone_whatever_the_browsers() -> Result<()> {
     browser.close().await;
     env.cleanup().await
 }
+
+/// The grid shows each job's own runs, a daily job's days beside an hourly job's hours, and
+/// keeps the reader's scroll position while live events change its cells.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grid_shows_each_jobs_own_runs_and_keeps_its_scroll_under_live_events() -> Result<()> {
+    if !have_chromium()? {
+        return Ok(());
+    }
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let ok = |out: std::process::Output| -> Result<String> {
+        anyhow::ensure!(out.status.success(), "{out:?}");
+        Ok(last_line(&out))
+    };
+    for (job, period) in [("hourly", "hour"), ("daily", "day")] {
+        ok(env
+            .chime(&[
+                "job",
+                "create",
+                job,
+                "--kind",
+                "noop",
+                "--data-time-period",
+                period,
+            ])
+            .await?)?;
+    }
+    ok(env
+        .chime(&[
+            "job", "depend", "daily", "--on", "hourly", "--window", "period",
+        ])
+        .await?)?;
+    let mut last = String::new();
+    for hour in 0..30 {
+        last = ok(env
+            .chime(&[
+                "job",
+                "run",
+                "hourly",
+                "--data-time",
+                &format!("2026-11-{:02}T{:02}:00:00Z", 20 + hour / 24, hour % 24),
+            ])
+            .await?)?;
+    }
+    env.wait_terminal(last.parse()?).await?;
+    for day in ["2026-11-19T00:00:00Z", "2026-11-20T00:00:00Z"] {
+        last = ok(env
+            .chime(&["job", "run", "daily", "--data-time", day])
+            .await?)?;
+    }
+    env.wait_terminal(last.parse()?).await?;
+
+    let browser = Browser::launch(700, 500).await?;
+    let page = browser
+        .open(&format!("{}/dependencies", env.api_url()))
+        .await?;
+    // The daily job's days and the hourly job's hours, each in its own row.
+    page.wait_for(
+        "a daily and an hourly row",
+        "!!document.querySelector('[data-cell=\"default.daily|2026-11-20T00:00:00Z\"]') \
+         && !!document.querySelector('[data-cell=\"default.hourly|2026-11-21T05:00:00Z\"]')",
+    )
+    .await?;
+    shoot(&page, "grid").await?;
+    page.eval(
+        "window.__not_reloaded = true; \
+         document.querySelector('.grid-wrap').scrollLeft = 120; window.scrollTo(0, 60); true",
+    )
+    .await?;
+    let scroll = "[document.querySelector('.grid-wrap').scrollLeft, window.scrollY]";
+    let before = page.eval(scroll).await?;
+    anyhow::ensure!(before[0].as_f64() > Some(0.0), "the grid scrolls: {before}");
+    // Ten live events: re-runs of shown hours, each changing its cell.
+    let mut reruns = Vec::new();
+    for hour in 10..20 {
+        let cell = format!("default.hourly|2026-11-20T{hour:02}:00:00Z");
+        let id = page
+            .eval(&format!(
+                "document.querySelector('[data-cell=\"{cell}\"]').dataset.task"
+            ))
+            .await?;
+        let id = id.as_str().unwrap_or_default().to_string();
+        ok(env.chime(&["task", "rerun", &id]).await?)?;
+        reruns.push(id.parse::<Uuid>()?);
+    }
+    for id in &reruns {
+        eventually("the rerun to end", || async {
+            Ok(env.task(*id).await?.attempt == 2 && env.task(*id).await?.status.is_terminal())
+        })
+        .await?;
+    }
+    page.wait_for(
+        "the cells to show the reruns' ends",
+        "[...document.querySelectorAll('[data-cell^=\"default.hourly|2026-11-20T1\"]')] \
+           .every((a) => a.dataset.status === 'succeeded')",
+    )
+    .await?;
+    assert_eq!(
+        page.eval(scroll).await?,
+        before,
+        "the scroll position survived"
+    );
+    assert_eq!(
+        page.eval("window.__not_reloaded === true").await?,
+        Value::Bool(true)
+    );
+    browser.close().await;
+    env.cleanup().await
+}

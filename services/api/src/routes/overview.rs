@@ -158,8 +158,10 @@ pub async fn overview(State(state): State<AppState>) -> Result<Json<Overview>, A
 /// How many data times the grid shows.
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct GridParams {
-    /// The latest this many data times (default 12, at most 200).
+    /// Each job's latest this many data times (default 12, at most 200).
     columns: Option<i64>,
+    /// Only data times before this (RFC 3339): the next page back in time.
+    before: Option<String>,
 }
 
 /// The jobs linked by dependencies (the graph) and their tasks for the latest data times (the
@@ -172,7 +174,17 @@ pub async fn dependency_grid(
     State(state): State<AppState>,
     Query(params): Query<GridParams>,
 ) -> Result<Json<DependencyGrid>, ApiError> {
+    let before = params
+        .before
+        .as_deref()
+        .filter(|b| !b.is_empty())
+        .map(|b| {
+            b.parse::<jiff::Timestamp>().map_err(|e| {
+                ApiError::bad_request(format!("before {b:?} is not an RFC 3339 time: {e}"))
+            })
+        })
+        .transpose()?;
     Ok(Json(
-        dependency_grid::read(&state.store, params.columns.unwrap_or(12)).await?,
+        dependency_grid::read(&state.store, params.columns.unwrap_or(12), before).await?,
     ))
 }
