@@ -260,9 +260,9 @@ window.addEventListener("pageshow", (e) => { if (e.persisted) { followEvents(); 
 
 /** A button that runs `action`, shows its error beside it, then calls `after`. */
 /**
- * A button that runs `action`, then `after`. With `confirm` (what will happen, in words), the
- * first click only asks: the sentence and a "Yes, <label>" button appear beside it, and nothing
- * is done until that is clicked.
+ * A button that runs `action`, then `after`. With `confirm` (what will happen, in words, or a
+ * function that says it when clicked), the first click only asks: the sentence and a
+ * "Yes, <label>" button appear beside it, and nothing is done until that is clicked.
  */
 function actionButton(label, action, after, cls = "", confirm = "") {
   const error = h("span", { class: "error" });
@@ -276,10 +276,11 @@ function actionButton(label, action, after, cls = "", confirm = "") {
   const button = h("button", {
     class: cls, onclick: async (e) => {
       e.preventDefault();
-      if (!confirm) return run(button);
+      const question = typeof confirm === "function" ? confirm() : confirm;
+      if (!question) return run(button);
       const yes = h("button", { class: cls, onclick: async (e2) => { e2.preventDefault(); ask.hidden = true; button.hidden = false; await run(yes); } }, `Yes, ${label.toLowerCase()}`);
       const no = h("button", { class: "secondary", onclick: (e2) => { e2.preventDefault(); ask.hidden = true; button.hidden = false; } }, "Cancel");
-      ask.replaceChildren(h("span", {}, confirm), " ", yes, " ", no);
+      ask.replaceChildren(h("span", {}, question), " ", yes, " ", no);
       ask.hidden = false;
       button.hidden = true;
     },
@@ -478,24 +479,43 @@ async function tasksPage(main) {
   h("label", { class: "muted" }, `data time (${viewZone()}) `, field("data_time_from", "from", 0, "datetime-local"), " – ",
     field("data_time_to", "to", 0, "datetime-local")),
   field("q", "text or id", 14), h("button", {}, "Filter"), link("/tasks", "clear"));
-  const body = h("tbody", {}, tasks.map(taskRow));
-  const rows = h("table", {}, h("thead", {}, h("tr", {}, TASK_HEADERS.map((x) => h("th", {}, x)))), body);
+  // Rows can be selected, and the selection killed or re-run in one go.
+  const selectable = (t) => {
+    const row = taskRow(t);
+    row.prepend(h("td", {}, h("input", { type: "checkbox", class: "pick", "data-id": t.id, "data-status": t.status,
+      "aria-label": `select ${t.id}`, onchange: () => bulk.update() })));
+    return row;
+  };
+  const body = h("tbody", {}, tasks.map(selectable));
+  const all = h("input", { type: "checkbox", "aria-label": "select all shown", onchange: () => {
+    for (const box of body.querySelectorAll("input.pick")) box.checked = all.checked;
+    bulk.update();
+  } });
+  const rows = h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, all), TASK_HEADERS.map((x) => h("th", {}, x)))), body);
+  const bulk = bulkActions(body);
   const pager = h("p", {},
     before ? link(`/tasks?${new URLSearchParams(Object.entries(filter).filter(([, v]) => v))}`, "⇤ newest") : "",
     " ",
     tasks.length === 50 ? link(`/tasks?${new URLSearchParams([...Object.entries(filter).filter(([, v]) => v), ["before", tasks[tasks.length - 1].id]])}`, "older →") : "");
   main.replaceChildren(
-    section("Tasks", form, rows, pager),
+    section("Tasks", form, bulk.bar, rows, pager),
     submitSection());
   return {
     onTasks(changes) {
       for (const { task } of changes) {
         const row = body.querySelector(`tr[data-task="${CSS.escape(task.id)}"]`);
         if (row) {
-          if (matches(task, filter)) { const fresh = taskRow(task); fresh.className = "flash"; row.replaceWith(fresh); }
+          if (matches(task, filter)) {
+            const was = row.querySelector("input.pick")?.checked;
+            const fresh = selectable(task);
+            fresh.className = "flash";
+            if (was) fresh.querySelector("input.pick").checked = true;
+            row.replaceWith(fresh);
+            bulk.update();
+          }
           else row.remove();
         } else if (!before && matches(task, filter) && task.id > (body.firstElementChild?.dataset.task || "")) {
-          const fresh = taskRow(task);
+          const fresh = selectable(task);
           fresh.className = "flash";
           body.prepend(fresh);
           while (body.children.length > 50) body.lastElementChild.remove();
@@ -505,13 +525,49 @@ async function tasksPage(main) {
   };
 }
 
+/**
+ * Kill or re-run the selected rows: each action names how many tasks it applies to and asks
+ * first; tasks it does not apply to (a kill of an ended task, a rerun of a live one) are left
+ * out and counted.
+ */
+function bulkActions(body) {
+  const count = h("span", { class: "muted" });
+  const result = h("span", {});
+  const picked = (statuses) => [...body.querySelectorAll("input.pick:checked")]
+    .filter((b) => statuses.includes(b.dataset.status)).map((b) => b.dataset.id);
+  const ENDED = ["succeeded", "failed", "killed"];
+  const act = (verb, statuses, path) => async () => {
+    const ids = picked(statuses);
+    let done = 0;
+    const errors = [];
+    for (const id of ids) {
+      try { await post(path(id)); done += 1; } catch (err) { errors.push(`${shortId(id)}: ${err.message}`); }
+    }
+    result.textContent = `${done} task(s) ${verb}` + (errors.length ? `; ${errors.length} not: ${errors.join("; ")}` : "");
+  };
+  const selected = () => body.querySelectorAll("input.pick:checked").length;
+  // Each question says how many of the selection the action applies to.
+  const kill = actionButton("Kill selected", act("killed", LIVE, (id) => `/api/v1/tasks/${id}/kill`), null, "danger",
+    () => `Kill ${picked(LIVE).length} task(s)? ${selected() - picked(LIVE).length} of the selection have ended and are left as they are.`);
+  const rerun = actionButton("Rerun selected", act("re-run", ENDED, (id) => `/api/v1/tasks/${id}/rerun`), null, "",
+    () => `Run ${picked(ENDED).length} task(s) again? ${selected() - picked(ENDED).length} of the selection have not ended and are left as they are.`);
+  const rerunDown = actionButton("Rerun selected with downstream", act("re-run with downstream", ENDED, (id) => `/api/v1/tasks/${id}/rerun?downstream=true`), null, "",
+    () => `Run ${picked(ENDED).length} task(s) again, and every task downstream of each for its data time, succeeded ones too?`);
+  const bar = h("div", { class: "row-actions", hidden: true }, count, " ", kill, " ", rerun, " ", rerunDown, " ", result);
+  const update = () => {
+    bar.hidden = selected() === 0;
+    count.textContent = `${selected()} selected`;
+  };
+  return { bar, update };
+}
+
 function submitSection() {
   const error = h("span", { class: "error" });
   const form = h("form", {
     onsubmit: async (e) => {
       e.preventDefault();
       const f = new FormData(form);
-      const body = { kind: f.get("kind"), spec: f.get("kind") === "shell" ? { script: f.get("command") } : {} };
+      const body = { kind: f.get("kind"), spec: f.get("kind") === "shell" ? { command: f.get("command") } : {} };
       if (f.get("group")) body.group = f.get("group");
       try { const task = await post("/api/v1/tasks", body); go(`/tasks/${task.id}`); } catch (err) { error.textContent = err.message; }
     },

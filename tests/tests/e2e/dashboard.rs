@@ -666,3 +666,57 @@ async fn the_grid_shows_each_jobs_own_runs_and_keeps_its_scroll_under_live_event
     browser.close().await;
     env.cleanup().await
 }
+
+/// Tasks picked in the list are killed or re-run in one go, after a question that says how many;
+/// the page's own submit form makes a task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_picked_in_the_list_are_rerun_together() -> Result<()> {
+    if !have_chromium()? {
+        return Ok(());
+    }
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let mut failed = Vec::new();
+    for _ in 0..3 {
+        let out = env
+            .chime(&["submit", "--kind", "shell", "--script", "exit 4"])
+            .await?;
+        anyhow::ensure!(out.status.success(), "{out:?}");
+        let id: Uuid = last_line(&out).parse()?;
+        assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Failed);
+        failed.push(id);
+    }
+    let browser = Browser::launch(1366, 900).await?;
+    let page = browser
+        .open(&format!("{}/tasks?status=failed", env.api_url()))
+        .await?;
+    page.wait_for(
+        "three rows",
+        "document.querySelectorAll('input.pick').length === 3",
+    )
+    .await?;
+    page.eval(
+        "const all = document.querySelector('thead input[type=checkbox]'); all.click(); true",
+    )
+    .await?;
+    page.wait_for_text("3 selected").await?;
+    page.click("button", "Rerun selected").await?;
+    page.wait_for_text("Run 3 task(s) again?").await?;
+    page.click("button", "Yes, rerun selected").await?;
+    page.wait_for_text("3 task(s) re-run").await?;
+    for id in &failed {
+        eventually("the second attempt", || async {
+            Ok(env.task(*id).await?.attempt == 2)
+        })
+        .await?;
+    }
+    // The page's submit form.
+    page.eval(
+        "document.querySelector('input[name=command]').value = 'echo from the page'; \
+         [...document.querySelectorAll('button')].find((b) => b.textContent === 'Submit').click(); true",
+    )
+    .await?;
+    page.wait_for_text("from the page").await?;
+    browser.close().await;
+    env.cleanup().await
+}
