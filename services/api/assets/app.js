@@ -673,11 +673,13 @@ async function jobsPage(main) {
       h("td", {}, String(j.triggers ?? 0)),
       h("td", {}, next ? `${inZone(new Date(next.at), next.zone)} ${next.zone}` : h("span", { class: "muted" }, "–")),
       h("td", { class: "last-run" }, j.last_run ? [status(j.last_run.status), " ", taskLink(j.last_run.task_id)] : h("span", { class: "muted" }, "never")),
+      h("td", {}, h("span", { class: "strip", title: "its latest runs, newest first" },
+        (j.recent_runs || []).map((s) => h("span", { class: `bg-${s}`, title: s })))),
       h("td", {}, j.paused ? h("span", { class: "wait" }, "paused") : ""));
   };
   const body = h("tbody", {}, jobs.map(row));
   main.replaceChildren(section("Jobs",
-    jobs.length ? h("table", {}, h("thead", {}, h("tr", {}, ["job", "kind", "worker group", "triggers", "next fire (trigger's zone)", "last run", ""].map((x) => h("th", {}, x)))), body)
+    jobs.length ? h("table", {}, h("thead", {}, h("tr", {}, ["job", "kind", "worker group", "triggers", "next fire (trigger's zone)", "last run", "recent runs", ""].map((x) => h("th", {}, x)))), body)
       : h("p", { class: "muted" }, "No jobs yet: chime job create NAME --kind shell -- CMD")));
   return {
     onTasks(changes) {

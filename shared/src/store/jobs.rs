@@ -146,6 +146,10 @@ pub struct JobView {
     /// Its task of the latest data time (in lists and `get`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<LastRun>,
+    /// The statuses of its tasks for its latest data times, newest first (at most 10; in lists
+    /// and `get`): its recent history at a glance.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_runs: Vec<String>,
 }
 
 fn utc() -> String {
@@ -196,6 +200,8 @@ struct JobRow {
     last_task_status: Option<String>,
     #[sqlx(default)]
     last_data_time: Option<jiff_sqlx::Timestamp>,
+    #[sqlx(default)]
+    recent_runs: Option<Vec<String>>,
 }
 
 impl From<JobRow> for JobView {
@@ -231,6 +237,7 @@ impl From<JobRow> for JobView {
                 }),
                 _ => None,
             },
+            recent_runs: r.recent_runs.unwrap_or_default(),
         }
     }
 }
@@ -246,7 +253,8 @@ macro_rules! select_jobs_with_schedule {
     ($where:literal) => {
         concat!(
             "SELECT j.*, x.trigger_count, x.next_fire_time, l.id AS last_task_id,
-                    l.status AS last_task_status, l.data_time AS last_data_time
+                    l.status AS last_task_status, l.data_time AS last_data_time,
+                    r.recent_runs
              FROM (SELECT id, group_name, name, description, kind, spec, worker_group, priority,
                           concurrent, requests_recovery, paused, timeout_ms, data_time_period,
                           data_time_zone, retention_days, expect_success_within_ms, reject_retries,
@@ -264,6 +272,12 @@ macro_rules! select_jobs_with_schedule {
                  WHERE job_id = j.id AND data_time IS NOT NULL
                  ORDER BY data_time DESC, id DESC LIMIT 1
              ) l ON true
+             LEFT JOIN LATERAL (
+                 SELECT array_agg(status ORDER BY data_time DESC, id DESC) AS recent_runs
+                 FROM (SELECT status, data_time, id FROM tasks
+                       WHERE job_id = j.id AND data_time IS NOT NULL
+                       ORDER BY data_time DESC, id DESC LIMIT 10) recent
+             ) r ON true
              ORDER BY j.group_name, j.name"
         )
     };

@@ -164,6 +164,12 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
     ))
     .await?;
     page.wait_for_text("default.extract").await?;
+    // Each job's recent runs at a glance.
+    page.wait_for(
+        "extract's recent-runs strip",
+        "!!document.querySelector('tr[data-job=\"default.extract\"] .strip span.bg-succeeded')",
+    )
+    .await?;
     shoot(&page, "jobs").await?;
 
     // The job's page: its trigger's next fire times in the trigger's zone.
