@@ -12,6 +12,7 @@ mod freezes;
 mod logs;
 mod notifications;
 mod outbox;
+mod package;
 mod process;
 mod retention;
 mod scale;
