@@ -726,3 +726,64 @@ async fn tasks_picked_in_the_list_are_rerun_together() -> Result<()> {
     browser.close().await;
     env.cleanup().await
 }
+
+/// Figures for the grid page (run by hand, with `--ignored --nocapture`): 50 jobs in a chain,
+/// each with 100 hourly runs; the page's first render and the bytes it transferred.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "figures, run by hand"]
+async fn grid_figures() -> Result<()> {
+    use std::time::Instant;
+    let mut env = TestEnv::new().await?;
+    sqlx::query(
+        "INSERT INTO jobs (group_name, name, kind, spec, worker_group, data_time_period)
+         SELECT 'default', 'job' || lpad(n::text, 2, '0'), 'noop', '{}', 'default', 'hour'
+         FROM generate_series(1, 50) n",
+    )
+    .execute(env.store.pool())
+    .await?;
+    sqlx::query(
+        "INSERT INTO job_dependencies (job_id, depends_on_job_id)
+         SELECT d.id, u.id FROM jobs d JOIN jobs u ON u.name = 'job' || lpad(
+             (substr(d.name, 4)::int - 1)::text, 2, '0')",
+    )
+    .execute(env.store.pool())
+    .await?;
+    sqlx::query(
+        "INSERT INTO tasks (id, job_id, kind, spec, worker_group, status, created_at, started_at,
+                            finished_at, data_time)
+         SELECT gen_random_uuid(), j.id, 'noop', '{}', 'default',
+                CASE WHEN random() < 0.05 THEN 'failed' ELSE 'succeeded' END,
+                now(), now(), now(), date_trunc('hour', now()) - h * interval '1 hour'
+         FROM jobs j, generate_series(0, 99) h",
+    )
+    .execute(env.store.pool())
+    .await?;
+    env.start(Services::ALL).await?;
+    let browser = Browser::launch(1366, 900).await?;
+    let page = browser.open("about:blank").await?;
+    for round in 0..3 {
+        let started = Instant::now();
+        page.goto(&format!("{}/dependencies", env.api_url()))
+            .await?;
+        page.wait_for(
+            "the grid",
+            "document.querySelectorAll('a.run').length >= 50 * 30",
+        )
+        .await?;
+        let elapsed = started.elapsed();
+        let bytes = page
+            .eval(
+                "performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
+                   .reduce((n, e) => n + (e.encodedBodySize || 0), 0)",
+            )
+            .await?;
+        if round > 0 {
+            println!(
+                "grid, 50 jobs x 100 data times (30 shown per row): first render {} ms, {bytes} bytes transferred (bodies)",
+                elapsed.as_millis()
+            );
+        }
+    }
+    browser.close().await;
+    env.cleanup().await
+}
