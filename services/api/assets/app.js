@@ -278,7 +278,9 @@ function actionButton(label, action, after, cls = "", confirm = "") {
       e.preventDefault();
       const question = typeof confirm === "function" ? confirm() : confirm;
       if (!question) return run(button);
-      const yes = h("button", { class: cls, onclick: async (e2) => { e2.preventDefault(); ask.hidden = true; button.hidden = false; await run(yes); } }, `Yes, ${label.toLowerCase()}`);
+      const yes = h("button", { class: cls, onclick: async (e2) => {
+        e2.preventDefault(); ask.hidden = true; button.hidden = false; await run(button);
+      } }, `Yes, ${label.toLowerCase()}`);
       const no = h("button", { class: "secondary", onclick: (e2) => { e2.preventDefault(); ask.hidden = true; button.hidden = false; } }, "Cancel");
       ask.replaceChildren(h("span", {}, question), " ", yes, " ", no);
       ask.hidden = false;
@@ -431,9 +433,13 @@ function taskRow(t) {
 const taskTable = (tasks) => table(TASK_HEADERS, tasks.map(taskRow));
 
 /** Whether a task summary passes the list's filters (what the API would return). */
-function matches(t, f) {
-  // A summary does not say its worker or backfill: such a list takes no new rows live.
-  if (f.worker || f.backfill) return false;
+/**
+ * Whether a task summary passes the list's filters. `shown`: the row is on the page already,
+ * so what a summary cannot tell (its worker, its backfill, its command) was checked by the API;
+ * a new row must pass them here, and a list filtered by them takes no new rows live.
+ */
+function matches(t, f, shown = false) {
+  if (!shown && (f.worker || f.backfill)) return false;
   if (f.status && t.status !== f.status) return false;
   if (f.job) {
     const [g, n] = f.job.includes(".") ? [f.job.slice(0, f.job.indexOf(".")), f.job.slice(f.job.indexOf(".") + 1)] : ["default", f.job];
@@ -443,9 +449,9 @@ function matches(t, f) {
   if (f.kind && t.kind !== f.kind) return false;
   if (f.data_time_from && (!t.data_time || new Date(t.data_time) < new Date(fromShownZone(f.data_time_from)))) return false;
   if (f.data_time_to && (!t.data_time || new Date(t.data_time) >= new Date(fromShownZone(f.data_time_to)))) return false;
-  if (f.q) {
+  if (f.q && !shown) {
     const q = f.q.toLowerCase();
-    const hay = [t.kind, t.reason, t.submit_user, t.job && t.job.name].map((x) => (x || "").toLowerCase());
+    const hay = [t.kind, t.reason, t.submit_user, t.name, t.job && t.job.name].map((x) => (x || "").toLowerCase());
     if (!t.id.startsWith(q) && !hay.some((x) => x.includes(q))) return false;
   }
   return true;
@@ -505,7 +511,7 @@ async function tasksPage(main) {
       for (const { task } of changes) {
         const row = body.querySelector(`tr[data-task="${CSS.escape(task.id)}"]`);
         if (row) {
-          if (matches(task, filter)) {
+          if (matches(task, filter, true)) {
             const was = row.querySelector("input.pick")?.checked;
             const fresh = selectable(task);
             fresh.className = "flash";
@@ -513,12 +519,13 @@ async function tasksPage(main) {
             row.replaceWith(fresh);
             bulk.update();
           }
-          else row.remove();
+          else { row.remove(); bulk.update(); }
         } else if (!before && matches(task, filter) && task.id > (body.firstElementChild?.dataset.task || "")) {
           const fresh = selectable(task);
           fresh.className = "flash";
           body.prepend(fresh);
           while (body.children.length > 50) body.lastElementChild.remove();
+          bulk.update();
         }
       }
     },
@@ -885,7 +892,8 @@ async function dependenciesPage(main) {
       rows.push(h("tr", { class: "period" }, h("th", { class: "sticky" }, period === "none" ? "no period" : `${period}ly`.replace("dayly", "daily")), h("td", { colspan: COLUMNS })));
       for (const job of byPeriod[period]) {
         const runs = grid.cells.filter((c) => c.job === job.job);
-        rows.push(h("tr", {}, h("th", { class: "sticky" }, link(`/jobs/${job.job.split(".").map(encodeURIComponent).join("/")}`, job.job),
+        const [g, ...rest] = job.job.split(".");
+        rows.push(h("tr", {}, h("th", { class: "sticky" }, link(`/jobs/${encodeURIComponent(g)}/${encodeURIComponent(rest.join("."))}`, job.job),
           h("div", { class: "muted", style: "font-weight:normal;font-size:11px" }, job.data_time_zone)),
           runs.map((c) => h("td", { class: "cell" }, cellLink(c, job))),
           runs.length ? "" : h("td", { class: "muted" }, "no runs")));
@@ -895,7 +903,13 @@ async function dependenciesPage(main) {
   };
 
   const pager = () => {
-    const oldest = grid.data_times.length ? grid.data_times[grid.data_times.length - 1] : null;
+    // The next page starts before the latest of each row's oldest run shown: no row skips runs
+    // (a slower row may show some again).
+    const oldestPerJob = grid.jobs.map((j) => {
+      const runs = grid.cells.filter((c) => c.job === j.job);
+      return runs.length ? runs[runs.length - 1].data_time : null;
+    }).filter(Boolean);
+    const oldest = oldestPerJob.length ? oldestPerJob.reduce((a, b) => (new Date(a) > new Date(b) ? a : b)) : null;
     return h("p", {},
       before ? link("/dependencies", "⇤ newest") : "", " ",
       oldest ? link(`/dependencies?before=${encodeURIComponent(oldest)}`, "older →") : "");
@@ -951,7 +965,13 @@ async function dependenciesPage(main) {
           }
         }
       }
-      if (refetch) await refresh();
+      // Not through `serially`: this runs inside it already (the live events' queue).
+      if (refetch) {
+        grid = await fetchGrid();
+        draw();
+        const sel = selected && grid.cells.find((x) => x.task_id === selected);
+        if (sel) select(sel);
+      }
     },
   };
 }

@@ -669,6 +669,30 @@ async fn the_grid_shows_each_jobs_own_runs_and_keeps_its_scroll_under_live_event
         page.eval("window.__not_reloaded === true").await?,
         Value::Bool(true)
     );
+    // A run for a new data time appears live, and live events keep coming after it.
+    for hour in ["06", "07"] {
+        ok(env
+            .chime(&[
+                "job",
+                "run",
+                "hourly",
+                "--data-time",
+                &format!("2026-11-21T{hour}:00:00Z"),
+            ])
+            .await?)?;
+        page.wait_for(
+            &format!("the {hour}:00 cell"),
+            &format!(
+                "document.querySelector('[data-cell=\"default.hourly|2026-11-21T{hour}:00:00Z\"]')\
+                 ?.dataset.status === 'succeeded'"
+            ),
+        )
+        .await?;
+    }
+    assert_eq!(
+        page.eval("window.__not_reloaded === true").await?,
+        Value::Bool(true)
+    );
     browser.close().await;
     env.cleanup().await
 }

@@ -73,6 +73,12 @@ pub async fn run_until(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let _ = chime_core::telemetry::metrics_handle();
+    // Whatever runs beside a service as the same user (a worker's tasks, when the worker is not
+    // root) must not read its environment (database URL, tokens) from /proc/<pid>/environ, nor
+    // ptrace it: a process that is not dumpable allows neither to anyone but root.
+    if let Err(error) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(%error, "cannot make the process undumpable: its environment is readable by its user");
+    }
     let role = match (
         services.api,
         services.worker,

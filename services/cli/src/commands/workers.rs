@@ -23,18 +23,22 @@ pub async fn drain(client: &ApiClient, worker: &str) -> Result<()> {
 /// A worker as a person names it: its name (as `chime workers` lists it), its id, or the start
 /// of its id (at least 8 hex digits). A name several workers have had picks the live one.
 async fn resolve(client: &ApiClient, text: &str) -> Result<uuid::Uuid> {
+    if let Ok(id) = text.parse::<uuid::Uuid>() {
+        return Ok(id);
+    }
     let workers: Vec<WorkerView> = client.get("/api/v1/workers").await?;
-    let prefix = text.parse::<chime_core::store::tasks::IdPrefix>().ok();
-    let mut matches: Vec<&WorkerView> = workers
-        .iter()
-        .filter(|w| {
-            w.name == text
-                || w.id.to_string() == text
-                || prefix.is_some_and(|p| (p.first..=p.last).contains(&w.id))
-        })
-        .collect();
+    let mut matches: Vec<&WorkerView> = workers.iter().filter(|w| w.name == text).collect();
     if matches.len() > 1 {
+        // A name reused by a restarted process: the live one is meant.
         matches.retain(|w| matches!(w.status.as_str(), "online" | "draining" | "disconnected"));
+    }
+    if matches.is_empty()
+        && let Ok(prefix) = text.parse::<chime_core::store::tasks::IdPrefix>()
+    {
+        matches = workers
+            .iter()
+            .filter(|w| (prefix.first..=prefix.last).contains(&w.id))
+            .collect();
     }
     match matches.as_slice() {
         [] => Err(crate::BadInput(format!(

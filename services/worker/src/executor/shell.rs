@@ -200,6 +200,8 @@ pub async fn run(
     // stdout and stderr share one pipe, so the output keeps the order in which the command
     // wrote it (two pipes read side by side interleave fast writes out of order).
     let output = match std::io::pipe().and_then(|(reader, writer)| {
+        let reader =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))?;
         command
             .stdout(Stdio::from(writer.try_clone()?))
             .stderr(Stdio::from(writer));
@@ -246,11 +248,7 @@ pub async fn run(
         }
     };
     let tail = attempt.output.clone();
-    let readers = [
-        tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(output))
-            .ok()
-            .map(|s| tokio::spawn(read_into(s, tail.clone()))),
-    ];
+    let readers = [tokio::spawn(read_into(output, tail.clone()))];
     // The group id is the leader's pid (process_group(0)); read it now, as the child forgets it
     // once reaped.
     let group = child
@@ -273,7 +271,7 @@ pub async fn run(
     // background dies too, and its pipes close.
     kill_group(group, &mut child).await;
     processes.kill().await;
-    for reader in readers.into_iter().flatten() {
+    for reader in readers {
         let abort = reader.abort_handle();
         if tokio::time::timeout(DRAIN_GRACE, reader).await.is_err() {
             abort.abort();
