@@ -400,14 +400,28 @@ async fn a_task_of_another_group_forged_into_this_queue_never_runs_nor_spends_at
         ..copy.clone()
     };
     for message in [&copy, &claiming_default, &copy, &claiming_default] {
-        publish_confirmed(
-            &channel,
-            &topology.tasks_exchange(),
-            "default",
-            &serde_json::to_vec(message)?,
-            FieldTable::default(),
-        )
-        .await?;
+        // A quorum queue declared a moment ago may refuse a publish while its leader settles
+        // (seen under CI's load): a publisher sends again, as any AMQP client would.
+        let mut tries = 0;
+        loop {
+            match publish_confirmed(
+                &channel,
+                &topology.tasks_exchange(),
+                "default",
+                &serde_json::to_vec(message)?,
+                FieldTable::default(),
+            )
+            .await
+            {
+                Ok(()) => break,
+                Err(error) if tries < 10 => {
+                    tries += 1;
+                    eprintln!("publish refused ({error}); sending again");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
     }
     // Two copies of one forgery in flight at once are one: the second is dropped as a duplicate.
     let reasons = chime_tests::wait_dead_letters(&topology, 3).await?;
