@@ -5,7 +5,7 @@
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{MessageParts, WorkerIdentity, enqueue_task_messages};
+use super::{MessageParts, WorkerIdentity, commit, enqueue_task_messages};
 use crate::bus::Topology;
 use crate::model::{AttemptOutcome, TaskMessage, TaskResult, TaskStatus};
 use crate::store::{Context, Store, StoreError};
@@ -197,10 +197,7 @@ pub async fn republish_ready_attempt(
         return Ok(false);
     };
     enqueue_task_messages(&mut tx, topology, &[parts.message(attempt)]).await?;
-    tx.commit()
-        .await
-        .context("committing a republished attempt")?;
-    store.outbox_written();
+    commit(store, tx, "committing a republished attempt").await?;
     Ok(true)
 }
 
@@ -409,7 +406,6 @@ pub async fn release_due_retries(
     .context("releasing due retries")?;
     let messages: Vec<TaskMessage> = released.iter().map(|r| r.message(r.attempt)).collect();
     enqueue_task_messages(&mut tx, topology, &messages).await?;
-    tx.commit().await.context("committing released retries")?;
-    store.outbox_written();
+    commit(store, tx, "committing released retries").await?;
     Ok(released.len())
 }

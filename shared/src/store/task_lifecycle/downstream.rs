@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use super::{MessageParts, enqueue_task_messages};
+use super::{MessageParts, commit, enqueue_task_messages};
 use crate::bus::Topology;
 use crate::model::TaskMessage;
 use crate::store::{Context, Store, StoreError};
@@ -161,8 +161,7 @@ pub async fn advance_dependent(
     .execute(&mut *tx)
     .await
     .context("recording the advanced task")?;
-    tx.commit().await.context("committing the advance")?;
-    store.outbox_written();
+    commit(store, tx, "committing the advance").await?;
     Ok(match outcome {
         DependencyOutcome::Met => Advanced::Ready(task.id),
         DependencyOutcome::UpstreamFailed => Advanced::Failed(task.id),
@@ -217,8 +216,7 @@ pub async fn create_backfill(
     .await
     .context("creating the backfill's tasks")?;
     promote_backfill_in(&mut tx, topology, id).await?;
-    tx.commit().await.context("committing the backfill")?;
-    store.outbox_written();
+    commit(store, tx, "committing the backfill").await?;
     Ok(id)
 }
 
@@ -231,8 +229,7 @@ pub async fn promote_backfill(
 ) -> Result<usize, StoreError> {
     let mut tx = store.begin().await?;
     let promoted = promote_backfill_in(&mut tx, topology, backfill_id).await?;
-    tx.commit().await.context("committing the promotion")?;
-    store.outbox_written();
+    commit(store, tx, "committing the promotion").await?;
     Ok(promoted)
 }
 
@@ -345,8 +342,7 @@ pub async fn record_blocked(
     .fetch_optional(&mut *tx)
     .await
     .context("recording the blocked run")?;
-    tx.commit().await.context("committing the blocked run")?;
-    store.outbox_written();
+    commit(store, tx, "committing the blocked run").await?;
     Ok(made)
 }
 

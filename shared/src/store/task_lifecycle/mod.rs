@@ -109,7 +109,7 @@ pub use recovery::{
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Context, StoreError};
+use super::{Context, Store, StoreError};
 use crate::bus::Topology;
 use crate::model::{MESSAGE_VERSION, TaskMessage};
 
@@ -161,6 +161,18 @@ impl MessageParts {
             execute_user: self.execute_user.clone(),
         }
     }
+}
+
+/// Commits a transition that wrote outbox rows, then wakes this process's relay to publish them
+/// now (a relay that does not LISTEN would otherwise find them at its next poll).
+async fn commit(
+    store: &Store,
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    context: &'static str,
+) -> Result<(), StoreError> {
+    tx.commit().await.context(context)?;
+    store.outbox_written();
+    Ok(())
 }
 
 /// Writes task messages to the outbox, routed to their worker groups, in the caller's

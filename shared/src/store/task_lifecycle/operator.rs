@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use super::{MessageParts, enqueue_task_messages};
+use super::{MessageParts, commit, enqueue_task_messages};
 use crate::bus::Topology;
 use crate::model::{TaskMessage, TaskStatus};
 use crate::store::{Context, Store, StoreError};
@@ -77,9 +77,19 @@ pub async fn rerun(
     downstream: bool,
     may_run_as: &MayRunAs<'_>,
 ) -> Result<Vec<Uuid>, StoreError> {
+    retrying_deadlocks(|| rerun_once(store, topology, task_id, downstream, may_run_as)).await
+}
+
+/// Runs `once` again (up to [`DEADLOCK_RETRIES`] times) while PostgreSQL ends it to break a
+/// deadlock.
+async fn retrying_deadlocks<T, F, Fut>(mut once: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
     let mut tries = 0;
     loop {
-        match rerun_once(store, topology, task_id, downstream, may_run_as).await {
+        match once().await {
             Err(error) if error.is_deadlock() && tries < DEADLOCK_RETRIES => tries += 1,
             done => return done,
         }
@@ -117,8 +127,7 @@ async fn rerun_once(
         )));
     }
     let reopened = rerun_in(&mut tx, topology, &[task_id], downstream, may_run_as).await?;
-    tx.commit().await.context("committing the rerun")?;
-    store.outbox_written();
+    commit(store, tx, "committing the rerun").await?;
     Ok(reopened)
 }
 
@@ -164,13 +173,10 @@ pub async fn rerun_job_tasks(
     dry_run: bool,
     may_run_as: &MayRunAs<'_>,
 ) -> Result<BulkOutcome, StoreError> {
-    let mut tries = 0;
-    loop {
-        match rerun_job_tasks_once(store, topology, pick, downstream, dry_run, may_run_as).await {
-            Err(error) if error.is_deadlock() && tries < DEADLOCK_RETRIES => tries += 1,
-            done => return done,
-        }
-    }
+    retrying_deadlocks(|| {
+        rerun_job_tasks_once(store, topology, pick, downstream, dry_run, may_run_as)
+    })
+    .await
 }
 
 /// Waits for the reruns before this one, 5 s at most: a caller (an API request holding one of
@@ -246,8 +252,7 @@ async fn rerun_job_tasks_once(
     if dry_run {
         tx.rollback().await.context("rolling back the dry run")?;
     } else {
-        tx.commit().await.context("committing the reruns")?;
-        store.outbox_written();
+        commit(store, tx, "committing the reruns").await?;
     }
     Ok(BulkOutcome {
         tasks: ids,
@@ -285,8 +290,7 @@ pub async fn kill_job_tasks(
     if dry_run {
         tx.rollback().await.context("rolling back the dry run")?;
     } else {
-        tx.commit().await.context("committing the kills")?;
-        store.outbox_written();
+        commit(store, tx, "committing the kills").await?;
     }
     Ok(BulkOutcome {
         tasks: ids,

@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use super::{MessageParts, WorkerIdentity, enqueue_task_messages};
+use super::{MessageParts, WorkerIdentity, commit, enqueue_task_messages};
 use crate::bus::Topology;
 use crate::model::TaskMessage;
 use crate::store::{Context, Store, StoreError};
@@ -168,8 +168,7 @@ pub async fn release_attempts(
     };
     let moved =
         close_lost_attempts(&mut tx, topology, attempts, Some(worker.id), rerun, error).await?;
-    tx.commit().await.context("committing released attempts")?;
-    store.outbox_written();
+    commit(store, tx, "committing released attempts").await?;
     Ok(moved)
 }
 
@@ -309,10 +308,7 @@ pub async fn republish_stale_ready(
     .context("finding ready tasks no worker started")?;
     let messages: Vec<TaskMessage> = stale.iter().map(|t| t.message(t.attempt)).collect();
     enqueue_task_messages(&mut tx, topology, &messages).await?;
-    tx.commit()
-        .await
-        .context("committing re-published messages")?;
-    store.outbox_written();
+    commit(store, tx, "committing re-published messages").await?;
     Ok(stale.len())
 }
 
