@@ -217,6 +217,14 @@ impl TestEnv {
             .await?)
     }
 
+    /// [`TestEnv::chime`], failing unless it succeeded; returns the last line it printed (an id,
+    /// a name, a secret).
+    pub async fn chime_ok(&self, args: &[&str]) -> Result<String> {
+        let out = self.chime(args).await?;
+        anyhow::ensure!(out.status.success(), "chime {args:?} failed: {out:?}");
+        Ok(last_line(&out))
+    }
+
     /// `chime submit ARGS…`; fails unless it succeeded; returns the task's id.
     pub async fn submit(&self, args: &[&str]) -> Result<Uuid> {
         let mut full = vec!["submit"];

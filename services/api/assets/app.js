@@ -191,7 +191,12 @@ async function followEvents() {
         serially(async () => {
           if (!page) return;
           if (name === "tasks" && page.onTasks) await page.onTasks(data.changes || []);
-          else if (name === "tick" && page.onTick) await page.onTick();
+          else if (name === "tick") {
+            window.chimeTicks = (window.chimeTicks || 0) + 1;
+            // A redraw would take away a question the user is reading (Drain? Cancel?): the
+            // page refreshes at the first tick after it is answered.
+            if (page.onTick && !document.querySelector("#main .confirm:not([hidden])")) await page.onTick();
+          }
           else if (name === "resync") await render();
         });
       }, abort.signal);
@@ -281,7 +286,7 @@ function actionButton(label, action, after, cls = "", confirm = "") {
       const yes = h("button", { class: cls, onclick: async (e2) => {
         e2.preventDefault(); ask.hidden = true; button.hidden = false; await run(button);
       } }, `Yes, ${label.toLowerCase()}`);
-      const no = h("button", { class: "secondary", onclick: (e2) => { e2.preventDefault(); ask.hidden = true; button.hidden = false; } }, "Cancel");
+      const no = h("button", { class: "secondary", onclick: (e2) => { e2.preventDefault(); ask.hidden = true; button.hidden = false; } }, "No");
       ask.replaceChildren(h("span", {}, question), " ", yes, " ", no);
       ask.hidden = false;
       button.hidden = true;

@@ -59,14 +59,10 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
     }
     let mut env = TestEnv::new().await?;
     env.start(Services::ALL).await?;
-    let ok = |out: std::process::Output| -> Result<String> {
-        anyhow::ensure!(out.status.success(), "{out:?}");
-        Ok(last_line(&out))
-    };
     // With a token in the store, every API call needs one: the dashboard signs in with it.
-    let secret = ok(env
-        .chime(&["token", "create", "operator", "--role", "admin"])
-        .await?)?;
+    let secret = env
+        .chime_ok(&["token", "create", "operator", "--role", "admin"])
+        .await?;
     let with_token = |args: &[&str]| {
         let mut full = vec!["--token", secret.as_str()];
         full.extend_from_slice(args);
@@ -76,10 +72,10 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         let env = &env;
         async move {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            env.chime(&args).await
+            env.chime_ok(&args).await
         }
     };
-    ok(run(with_token(&[
+    run(with_token(&[
         "job",
         "create",
         "extract",
@@ -92,8 +88,8 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         "-c",
         "echo extracting for $CHIME_DATA_TIME",
     ]))
-    .await?)?;
-    ok(run(with_token(&[
+    .await?;
+    run(with_token(&[
         "job",
         "create",
         "load",
@@ -106,9 +102,9 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         "-c",
         "echo loaded",
     ]))
-    .await?)?;
-    ok(run(with_token(&["job", "depend", "load", "--on", "extract"])).await?)?;
-    ok(run(with_token(&[
+    .await?;
+    run(with_token(&["job", "depend", "load", "--on", "extract"])).await?;
+    run(with_token(&[
         "trigger",
         "create",
         "nightly",
@@ -119,15 +115,15 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         "--tz",
         "Asia/Tokyo",
     ]))
-    .await?)?;
-    let extract: Uuid = ok(run(with_token(&[
+    .await?;
+    let extract: Uuid = run(with_token(&[
         "job",
         "run",
         "extract",
         "--data-time",
         "2026-11-20T00:00:00Z",
     ]))
-    .await?)?
+    .await?
     .parse()?;
     assert_eq!(
         env.wait_terminal(extract).await?.status,
@@ -237,7 +233,7 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
     page.goto(&format!("{base}/tasks")).await?;
     page.wait_for_text("Submit an ad-hoc task").await?;
     page.eval("window.__not_reloaded = true").await?;
-    let live = ok(run(with_token(&[
+    let live = run(with_token(&[
         "submit",
         "--kind",
         "shell",
@@ -246,7 +242,7 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         "-c",
         "i=0; while [ $i -lt 180 ]; do i=$((i+1)); echo line $i; [ $i -lt 60 ] || sleep 1; done",
     ]))
-    .await?)?;
+    .await?;
     page.wait_for(
         "the new task's row, live",
         &format!("document.querySelector('tr[data-task=\"{live}\"]')"),
@@ -310,6 +306,36 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
     env.cleanup().await
 }
 
+/// Starts `chime up` for a figures test on this installation, from `CHIME_BIN` (a release build
+/// gives the figures worth reporting) or the test build's binary; returns it and its API's URL.
+async fn figures_up(env: &TestEnv) -> Result<(tokio::process::Child, String)> {
+    let binary = std::env::var_os("CHIME_BIN")
+        .map(std::path::PathBuf::from)
+        .map_or_else(chime_tests::chime_binary, Ok)?;
+    let port = chime_tests::free_port()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let api = tokio::process::Command::new(&binary)
+        .args(["up", "--api-addr", &format!("127.0.0.1:{port}")])
+        .env("CHIME_DATABASE_URL", &env.settings.database_url)
+        .env("CHIME_AMQP_URL", &env.settings.amqp_url)
+        .env("CHIME_PREFIX", &env.settings.prefix)
+        .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    eventually("the API to answer", || async {
+        Ok(chime_tests::http()
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success()))
+    })
+    .await?;
+    Ok((api, base))
+}
+
 /// The dashboard's figures (not a check: run by hand with `--ignored`): with 100,000 tasks in
 /// the store, each page's weight and time to first render, then the API's memory while ten
 /// browsers watch the task list as tasks flow. `CHIME_BIN` picks the API binary (a release
@@ -319,9 +345,6 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
 async fn dashboard_figures() -> Result<()> {
     use std::time::Instant;
     let env = TestEnv::new().await?;
-    let binary = std::env::var_os("CHIME_BIN")
-        .map(std::path::PathBuf::from)
-        .map_or_else(chime_tests::chime_binary, Ok)?;
     // 100,000 ended tasks over the last ten days, of ten jobs, and a few live ones.
     sqlx::query(
         "INSERT INTO jobs (group_name, name, kind, spec, worker_group, data_time_period)
@@ -353,28 +376,8 @@ async fn dashboard_figures() -> Result<()> {
         .execute(env.store.pool())
         .await?;
     }
-    let port = chime_tests::free_port()?;
-    let base = format!("http://127.0.0.1:{port}");
-    let mut api = tokio::process::Command::new(&binary)
-        .args(["up", "--api-addr", &format!("127.0.0.1:{port}")])
-        .env("CHIME_DATABASE_URL", &env.settings.database_url)
-        .env("CHIME_AMQP_URL", &env.settings.amqp_url)
-        .env("CHIME_PREFIX", &env.settings.prefix)
-        .env("CHIME_CONFIG", "/nonexistent/chime.toml")
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
+    let (mut api, base) = figures_up(&env).await?;
     let pid = api.id().context("the API's pid")?;
-    eventually("the API to answer", || async {
-        Ok(chime_tests::http()
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success()))
-    })
-    .await?;
     let rss = |field: &str| -> Result<String> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
         Ok(status
@@ -503,33 +506,28 @@ async fn times_say_their_zone_whatever_the_browsers() -> Result<()> {
     }
     let mut env = TestEnv::new().await?;
     env.start(Services::ALL).await?;
-    let ok = |out: std::process::Output| -> Result<String> {
-        anyhow::ensure!(out.status.success(), "{out:?}");
-        Ok(last_line(&out))
-    };
-    ok(env
-        .chime(&[
-            "job",
-            "create",
-            "report",
-            "--kind",
-            "noop",
-            "--data-time-period",
-            "day",
-            "--data-time-zone",
-            "Asia/Shanghai",
-        ])
-        .await?)?;
+    env.chime_ok(&[
+        "job",
+        "create",
+        "report",
+        "--kind",
+        "noop",
+        "--data-time-period",
+        "day",
+        "--data-time-zone",
+        "Asia/Shanghai",
+    ])
+    .await?;
     // The daily report for 2026-11-22 in Shanghai: its data time is 2026-11-21T16:00Z.
-    let id = ok(env
-        .chime(&[
+    let id = env
+        .chime_ok(&[
             "job",
             "run",
             "report",
             "--data-time",
             "2026-11-22T03:00:00+08:00",
         ])
-        .await?)?;
+        .await?;
     env.wait_terminal(id.parse()?).await?;
     let browser = Browser::launch(1366, 900).await?;
     let page = browser.open("about:blank").await?;
@@ -573,45 +571,39 @@ async fn the_grid_shows_each_jobs_own_runs_and_keeps_its_scroll_under_live_event
     }
     let mut env = TestEnv::new().await?;
     env.start(Services::ALL).await?;
-    let ok = |out: std::process::Output| -> Result<String> {
-        anyhow::ensure!(out.status.success(), "{out:?}");
-        Ok(last_line(&out))
-    };
     for (job, period) in [("hourly", "hour"), ("daily", "day")] {
-        ok(env
-            .chime(&[
-                "job",
-                "create",
-                job,
-                "--kind",
-                "noop",
-                "--data-time-period",
-                period,
-            ])
-            .await?)?;
-    }
-    ok(env
-        .chime(&[
-            "job", "depend", "daily", "--on", "hourly", "--window", "period",
+        env.chime_ok(&[
+            "job",
+            "create",
+            job,
+            "--kind",
+            "noop",
+            "--data-time-period",
+            period,
         ])
-        .await?)?;
+        .await?;
+    }
+    env.chime_ok(&[
+        "job", "depend", "daily", "--on", "hourly", "--window", "period",
+    ])
+    .await?;
     let mut last = String::new();
     for hour in 0..30 {
-        last = ok(env
-            .chime(&[
+        last = env
+            .chime_ok(&[
                 "job",
                 "run",
                 "hourly",
                 "--data-time",
                 &format!("2026-11-{:02}T{:02}:00:00Z", 20 + hour / 24, hour % 24),
             ])
-            .await?)?;
+            .await?;
     }
     env.wait_terminal(last.parse()?).await?;
     for day in ["2026-11-19T00:00:00Z", "2026-11-20T00:00:00Z"] {
-        last = ok(env
-            .chime(&["job", "run", "daily", "--data-time", day])
-            .await?)?;
+        last = env
+            .chime_ok(&["job", "run", "daily", "--data-time", day])
+            .await?;
     }
     env.wait_terminal(last.parse()?).await?;
 
@@ -645,7 +637,7 @@ async fn the_grid_shows_each_jobs_own_runs_and_keeps_its_scroll_under_live_event
             ))
             .await?;
         let id = id.as_str().unwrap_or_default().to_string();
-        ok(env.chime(&["task", "rerun", &id]).await?)?;
+        env.chime_ok(&["task", "rerun", &id]).await?;
         reruns.push(id.parse::<Uuid>()?);
     }
     for id in &reruns {
@@ -671,15 +663,14 @@ async fn the_grid_shows_each_jobs_own_runs_and_keeps_its_scroll_under_live_event
     );
     // A run for a new data time appears live, and live events keep coming after it.
     for hour in ["06", "07"] {
-        ok(env
-            .chime(&[
-                "job",
-                "run",
-                "hourly",
-                "--data-time",
-                &format!("2026-11-21T{hour}:00:00Z"),
-            ])
-            .await?)?;
+        env.chime_ok(&[
+            "job",
+            "run",
+            "hourly",
+            "--data-time",
+            &format!("2026-11-21T{hour}:00:00Z"),
+        ])
+        .await?;
         page.wait_for(
             &format!("the {hour}:00 cell"),
             &format!(
@@ -751,13 +742,135 @@ async fn tasks_picked_in_the_list_are_rerun_together() -> Result<()> {
     env.cleanup().await
 }
 
+/// Drain and Cancel ask first, saying what will happen, and nothing happens until "Yes"; the
+/// question stays put while the page's live refreshes (a tick every 5 s) go by.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_and_cancel_ask_first_and_the_question_outlives_live_refreshes() -> Result<()> {
+    if !have_chromium()? {
+        return Ok(());
+    }
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    env.chime_ok(&[
+        "job",
+        "create",
+        "slow",
+        "--kind",
+        "shell",
+        "--data-time-period",
+        "hour",
+        "--",
+        "sleep",
+        "60",
+    ])
+    .await?;
+    env.chime_ok(&[
+        "trigger",
+        "create",
+        "hourly",
+        "--job",
+        "slow",
+        "--schedule",
+        r#"{"kind":"cron","cron":"0 0 * * * ?","time_zone":"UTC"}"#,
+    ])
+    .await?;
+    env.chime_ok(&[
+        "backfill",
+        "slow",
+        "--from",
+        "2026-01-05T00:00:00Z",
+        "--to",
+        "2026-01-05T05:59:59Z",
+        "--parallelism",
+        "1",
+    ])
+    .await?;
+    let open_tasks = || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM tasks
+             WHERE backfill_id IS NOT NULL AND status IN ('waiting', 'ready', 'running', 'retrying')",
+        )
+        .fetch_one(env.store.pool())
+        .await?;
+        Ok::<_, anyhow::Error>(n)
+    };
+    let browser = Browser::launch(1366, 900).await?;
+    let page = browser
+        .open(&format!("{}/backfills", env.api_url()))
+        .await?;
+    // Waits until the page has received two more live ticks than it had, then checks that the
+    // question is still shown.
+    let still_asking = |says: &'static str| {
+        let page = &page;
+        async move {
+            let ticks = page.eval("window.chimeTicks || 0").await?;
+            let ticks = ticks.as_i64().context("window.chimeTicks")?;
+            page.wait_for(
+                "two live ticks",
+                &format!("(window.chimeTicks || 0) >= {}", ticks + 2),
+            )
+            .await?;
+            let shown = page
+                .eval(&format!(
+                    "[...document.querySelectorAll('.confirm:not([hidden])')]\
+                     .some((e) => e.textContent.includes({says:?}))"
+                ))
+                .await?;
+            anyhow::ensure!(
+                shown == Value::Bool(true),
+                "the question {says:?} went away"
+            );
+            Ok::<_, anyhow::Error>(())
+        }
+    };
+
+    page.click("button", "Cancel").await?;
+    let question = "Its tasks that have not ended are killed.";
+    page.wait_for_text(question).await?;
+    still_asking(question).await?;
+    assert_eq!(
+        open_tasks().await?,
+        6,
+        "nothing is killed before it is confirmed"
+    );
+    shoot(&page, "backfill-cancel-asked").await?;
+    page.click("button", "Yes, cancel").await?;
+    eventually("the backfill's tasks to be killed", || async {
+        Ok(open_tasks().await? == 0)
+    })
+    .await?;
+    page.wait_for_text("done").await?;
+
+    page.goto(&format!("{}/workers", env.api_url())).await?;
+    page.click("button", "Drain").await?;
+    let question = "It takes no more work, finishes what runs and goes offline.";
+    page.wait_for_text(question).await?;
+    still_asking(question).await?;
+    let online = || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM workers WHERE status = 'online'")
+            .fetch_one(env.store.pool())
+            .await?;
+        Ok::<_, anyhow::Error>(n)
+    };
+    assert_eq!(
+        online().await?,
+        1,
+        "the worker is not drained before it is confirmed"
+    );
+    shoot(&page, "worker-drain-asked").await?;
+    page.click("button", "Yes, drain").await?;
+    eventually("the worker to leave", || async { Ok(online().await? == 0) }).await?;
+    browser.close().await;
+    env.cleanup().await
+}
+
 /// Figures for the grid page (run by hand, with `--ignored --nocapture`): 50 jobs in a chain,
 /// each with 100 hourly runs; the page's first render and the bytes it transferred.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "figures, run by hand"]
 async fn grid_figures() -> Result<()> {
     use std::time::Instant;
-    let mut env = TestEnv::new().await?;
+    let env = TestEnv::new().await?;
     sqlx::query(
         "INSERT INTO jobs (group_name, name, kind, spec, worker_group, data_time_period)
          SELECT 'default', 'job' || lpad(n::text, 2, '0'), 'noop', '{}', 'default', 'hour'
@@ -782,13 +895,12 @@ async fn grid_figures() -> Result<()> {
     )
     .execute(env.store.pool())
     .await?;
-    env.start(Services::ALL).await?;
+    let (mut up, base) = figures_up(&env).await?;
     let browser = Browser::launch(1366, 900).await?;
     let page = browser.open("about:blank").await?;
     for round in 0..3 {
         let started = Instant::now();
-        page.goto(&format!("{}/dependencies", env.api_url()))
-            .await?;
+        page.goto(&format!("{base}/dependencies")).await?;
         page.wait_for(
             "the grid",
             "document.querySelectorAll('a.run').length >= 50 * 30",
@@ -809,5 +921,6 @@ async fn grid_figures() -> Result<()> {
         }
     }
     browser.close().await;
+    let _ = up.kill().await;
     env.cleanup().await
 }

@@ -6,19 +6,12 @@ use anyhow::{Result, ensure};
 use chime_cli::commands::services::Services;
 use chime_core::bus::{Topology, publish_confirmed};
 use chime_core::model::{TaskStatus, TaskView};
-use chime_tests::{TestEnv, eventually, last_line};
+use chime_tests::{TestEnv, eventually};
 use lapin::options::{ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use uuid::Uuid;
 
 const UP: Services = Services::ALL;
-
-/// Runs `chime` and fails unless it succeeded; returns its last line.
-async fn chime_ok(env: &TestEnv, args: &[&str]) -> Result<String> {
-    let out = env.chime(args).await?;
-    ensure!(out.status.success(), "chime {args:?} failed: {out:?}");
-    Ok(last_line(&out))
-}
 
 /// Every task of a job, by data time then creation.
 async fn tasks_of(env: &TestEnv, job: &str) -> Result<Vec<TaskView>> {
@@ -57,22 +50,20 @@ async fn a_diamond_completes_per_data_time_exactly_once_with_two_services() -> R
     // A second dependency service: each (job, data time) must still advance once.
     env.start(Services::DEPENDENCY).await?;
     for job in ["a", "b", "c", "d"] {
-        chime_ok(
-            &env,
-            &[
-                "job",
-                "create",
-                job,
-                "--kind",
-                "shell",
-                "--script",
-                "sleep 0.2",
-            ],
-        )
+        env.chime_ok(&[
+            "job",
+            "create",
+            job,
+            "--kind",
+            "shell",
+            "--script",
+            "sleep 0.2",
+        ])
         .await?;
     }
     for (job, upstream) in [("b", "a"), ("c", "a"), ("d", "b"), ("d", "c")] {
-        chime_ok(&env, &["job", "depend", job, "--on", upstream]).await?;
+        env.chime_ok(&["job", "depend", job, "--on", upstream])
+            .await?;
     }
     let times = [
         "2026-03-01T00:00:00Z",
@@ -80,7 +71,7 @@ async fn a_diamond_completes_per_data_time_exactly_once_with_two_services() -> R
         "2026-03-03T00:00:00Z",
     ];
     for t in times {
-        chime_ok(&env, &["job", "run", "a", "--data-time", t]).await?;
+        env.chime_ok(&["job", "run", "a", "--data-time", t]).await?;
     }
     let d = wait_ended(&env, "d", 3).await?;
     let b = wait_ended(&env, "b", 3).await?;
@@ -155,55 +146,42 @@ async fn a_diamond_completes_per_data_time_exactly_once_with_two_services() -> R
 async fn a_daily_job_waits_for_all_24_hourly_runs_of_its_day() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(UP).await?;
-    chime_ok(
-        &env,
-        &[
-            "job",
-            "create",
-            "hourly",
-            "--kind",
-            "noop",
-            "--data-time-period",
-            "hour",
-        ],
-    )
+    env.chime_ok(&[
+        "job",
+        "create",
+        "hourly",
+        "--kind",
+        "noop",
+        "--data-time-period",
+        "hour",
+    ])
     .await?;
-    chime_ok(
-        &env,
-        &[
-            "trigger",
-            "create",
-            "every-hour",
-            "--job",
-            "hourly",
-            "--schedule",
-            r#"{"kind":"cron","cron":"0 0 * * * ?","time_zone":"UTC"}"#,
-        ],
-    )
+    env.chime_ok(&[
+        "trigger",
+        "create",
+        "every-hour",
+        "--job",
+        "hourly",
+        "--schedule",
+        r#"{"kind":"cron","cron":"0 0 * * * ?","time_zone":"UTC"}"#,
+    ])
     .await?;
-    chime_ok(
-        &env,
-        &[
-            "job",
-            "create",
-            "daily",
-            "--kind",
-            "noop",
-            "--data-time-period",
-            "day",
-        ],
-    )
+    env.chime_ok(&[
+        "job",
+        "create",
+        "daily",
+        "--kind",
+        "noop",
+        "--data-time-period",
+        "day",
+    ])
     .await?;
-    chime_ok(
-        &env,
-        &[
-            "job", "depend", "daily", "--on", "hourly", "--window", "period",
-        ],
-    )
+    env.chime_ok(&[
+        "job", "depend", "daily", "--on", "hourly", "--window", "period",
+    ])
     .await?;
-    let out = chime_ok(
-        &env,
-        &[
+    let out = env
+        .chime_ok(&[
             "backfill",
             "hourly",
             "--from",
@@ -212,9 +190,8 @@ async fn a_daily_job_waits_for_all_24_hourly_runs_of_its_day() -> Result<()> {
             "2026-01-05T23:59:59Z",
             "--parallelism",
             "4",
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     assert!(out.ends_with("24 tasks"), "{out}");
     let hourly = wait_ended(&env, "hourly", 24).await?;
     let daily = wait_ended(&env, "daily", 1).await?;
@@ -236,44 +213,38 @@ async fn upstream_failure_fails_or_waits_for_a_rerun() -> Result<()> {
     env.start(UP).await?;
     let flag = std::env::temp_dir().join(format!("chime-flag-{}", Uuid::now_v7()));
     let script = format!("test -f {}", flag.display());
-    chime_ok(
-        &env,
-        &[
-            "job", "create", "up", "--kind", "shell", "--script", &script,
-        ],
-    )
+    env.chime_ok(&[
+        "job", "create", "up", "--kind", "shell", "--script", &script,
+    ])
     .await?;
     for job in ["failing", "after-failing", "patient", "blocked"] {
-        chime_ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
+        env.chime_ok(&["job", "create", job, "--kind", "noop"])
+            .await?;
     }
     // `blocked` has no trigger: its run is made when its upstream is done, or blocked.
-    chime_ok(
-        &env,
-        &[
-            "job",
-            "depend",
-            "blocked",
-            "--on",
-            "up",
-            "--on-upstream-failure",
-            "wait",
-        ],
-    )
+    env.chime_ok(&[
+        "job",
+        "depend",
+        "blocked",
+        "--on",
+        "up",
+        "--on-upstream-failure",
+        "wait",
+    ])
     .await?;
-    chime_ok(&env, &["job", "depend", "failing", "--on", "up"]).await?;
-    chime_ok(&env, &["job", "depend", "after-failing", "--on", "failing"]).await?;
-    chime_ok(
-        &env,
-        &[
-            "job",
-            "depend",
-            "patient",
-            "--on",
-            "up",
-            "--on-upstream-failure",
-            "wait",
-        ],
-    )
+    env.chime_ok(&["job", "depend", "failing", "--on", "up"])
+        .await?;
+    env.chime_ok(&["job", "depend", "after-failing", "--on", "failing"])
+        .await?;
+    env.chime_ok(&[
+        "job",
+        "depend",
+        "patient",
+        "--on",
+        "up",
+        "--on-upstream-failure",
+        "wait",
+    ])
     .await?;
     // `patient` makes its own task (a trigger firing once at the data time), which must wait.
     let at = jiff::Timestamp::now()
@@ -281,20 +252,19 @@ async fn upstream_failure_fails_or_waits_for_a_rerun() -> Result<()> {
         .round(jiff::Unit::Second)?;
     let schedule =
         format!(r#"{{"kind":"simple","interval_ms":1000,"repeat_count":0,"start_time":"{at}"}}"#);
-    chime_ok(
-        &env,
-        &[
-            "trigger",
-            "create",
-            "once",
-            "--job",
-            "patient",
-            "--schedule",
-            &schedule,
-        ],
-    )
+    env.chime_ok(&[
+        "trigger",
+        "create",
+        "once",
+        "--job",
+        "patient",
+        "--schedule",
+        &schedule,
+    ])
     .await?;
-    let up = chime_ok(&env, &["job", "run", "up", "--data-time", &at.to_string()]).await?;
+    let up = env
+        .chime_ok(&["job", "run", "up", "--data-time", &at.to_string()])
+        .await?;
     let up: Uuid = up.parse()?;
     assert_eq!(env.wait_terminal(up).await?.status, TaskStatus::Failed);
 
@@ -340,7 +310,7 @@ async fn upstream_failure_fails_or_waits_for_a_rerun() -> Result<()> {
 
     // The upstream re-run succeeds: the waiting downstream runs.
     std::fs::write(&flag, "")?;
-    chime_ok(&env, &["task", "rerun", &up.to_string()]).await?;
+    env.chime_ok(&["task", "rerun", &up.to_string()]).await?;
     let up = env.wait_terminal(up).await?;
     assert_eq!(up.status, TaskStatus::Succeeded);
     assert_eq!(up.attempt, 2);
@@ -358,39 +328,33 @@ async fn a_seven_day_backfill_runs_serially_and_advances_its_downstream() -> Res
     env.start(UP).await?;
     let daily = r#"{"kind":"cron","cron":"0 0 0 * * ?","time_zone":"UTC"}"#;
     for job in ["load", "report"] {
-        chime_ok(
-            &env,
-            &[
-                "job",
-                "create",
-                job,
-                "--kind",
-                "noop",
-                "--spec",
-                r#"{"sleep_ms": 100}"#,
-                "--data-time-period",
-                "day",
-            ],
-        )
+        env.chime_ok(&[
+            "job",
+            "create",
+            job,
+            "--kind",
+            "noop",
+            "--spec",
+            r#"{"sleep_ms": 100}"#,
+            "--data-time-period",
+            "day",
+        ])
         .await?;
-        chime_ok(
-            &env,
-            &[
-                "trigger",
-                "create",
-                &format!("{job}-daily"),
-                "--job",
-                job,
-                "--schedule",
-                daily,
-            ],
-        )
+        env.chime_ok(&[
+            "trigger",
+            "create",
+            &format!("{job}-daily"),
+            "--job",
+            job,
+            "--schedule",
+            daily,
+        ])
         .await?;
     }
-    chime_ok(&env, &["job", "depend", "report", "--on", "load"]).await?;
-    let out = chime_ok(
-        &env,
-        &[
+    env.chime_ok(&["job", "depend", "report", "--on", "load"])
+        .await?;
+    let out = env
+        .chime_ok(&[
             "backfill",
             "load",
             "--from",
@@ -398,9 +362,8 @@ async fn a_seven_day_backfill_runs_serially_and_advances_its_downstream() -> Res
             "--to",
             "2026-02-07T00:00:00Z",
             "--with-downstream",
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     assert!(out.ends_with("7 tasks"), "{out}");
     let load = wait_ended(&env, "load", 7).await?;
     let report = wait_ended(&env, "report", 7).await?;
@@ -430,10 +393,11 @@ async fn a_cycle_and_deleting_an_upstream_are_refused() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(Services::API).await?;
     for job in ["x", "y", "z"] {
-        chime_ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
+        env.chime_ok(&["job", "create", job, "--kind", "noop"])
+            .await?;
     }
-    chime_ok(&env, &["job", "depend", "y", "--on", "x"]).await?;
-    chime_ok(&env, &["job", "depend", "z", "--on", "y"]).await?;
+    env.chime_ok(&["job", "depend", "y", "--on", "x"]).await?;
+    env.chime_ok(&["job", "depend", "z", "--on", "y"]).await?;
     let cycle = env.chime(&["job", "depend", "x", "--on", "z"]).await?;
     assert!(!cycle.status.success());
     let stderr = String::from_utf8_lossy(&cycle.stderr);
@@ -453,7 +417,7 @@ async fn a_cycle_and_deleting_an_upstream_are_refused() -> Result<()> {
         .fetch_one(env.store.pool())
         .await?;
     assert_eq!(edges, 2, "the refused calls changed nothing");
-    chime_ok(&env, &["job", "delete", "x", "--force"]).await?;
+    env.chime_ok(&["job", "delete", "x", "--force"]).await?;
     let edges: i64 = sqlx::query_scalar("SELECT count(*) FROM job_dependencies")
         .fetch_one(env.store.pool())
         .await?;
@@ -468,24 +432,18 @@ async fn a_cycle_and_deleting_an_upstream_are_refused() -> Result<()> {
 async fn a_job_run_by_hand_runs_for_its_period_and_records_who_ran_it() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(Services::API).await?;
-    chime_ok(
-        &env,
-        &[
-            "job",
-            "create",
-            "daily",
-            "--kind",
-            "noop",
-            "--data-time-period",
-            "day",
-        ],
-    )
+    env.chime_ok(&[
+        "job",
+        "create",
+        "daily",
+        "--kind",
+        "noop",
+        "--data-time-period",
+        "day",
+    ])
     .await?;
-    chime_ok(
-        &env,
-        &["job", "run", "daily", "--data-time", "2026-03-01T13:45:00Z"],
-    )
-    .await?;
+    env.chime_ok(&["job", "run", "daily", "--data-time", "2026-03-01T13:45:00Z"])
+        .await?;
     let period: Option<String> = sqlx::query_scalar("SELECT data_time_period FROM jobs")
         .fetch_one(env.store.pool())
         .await?;
@@ -510,34 +468,29 @@ async fn a_daily_job_in_a_zone_runs_for_local_midnight() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(Services::ALL).await?;
     for name in ["cn-extract", "cn-report"] {
-        chime_ok(
-            &env,
-            &[
-                "job",
-                "create",
-                name,
-                "--kind",
-                "noop",
-                "--data-time-period",
-                "day",
-                "--data-time-zone",
-                "Asia/Shanghai",
-            ],
-        )
+        env.chime_ok(&[
+            "job",
+            "create",
+            name,
+            "--kind",
+            "noop",
+            "--data-time-period",
+            "day",
+            "--data-time-zone",
+            "Asia/Shanghai",
+        ])
         .await?;
     }
-    chime_ok(&env, &["job", "depend", "cn-report", "--on", "cn-extract"]).await?;
+    env.chime_ok(&["job", "depend", "cn-report", "--on", "cn-extract"])
+        .await?;
     // 2026-03-01 20:00 UTC is 2026-03-02 04:00 in Shanghai: that day began at 16:00 UTC on the 1st.
-    chime_ok(
-        &env,
-        &[
-            "job",
-            "run",
-            "cn-extract",
-            "--data-time",
-            "2026-03-01T20:00:00Z",
-        ],
-    )
+    env.chime_ok(&[
+        "job",
+        "run",
+        "cn-extract",
+        "--data-time",
+        "2026-03-01T20:00:00Z",
+    ])
     .await?;
     let local_midnight: jiff::Timestamp = "2026-03-01T16:00:00Z".parse()?;
     eventually("the downstream to run for the same local day", || async {
@@ -583,20 +536,21 @@ async fn a_failed_chain_recovers_with_one_rerun() -> Result<()> {
     env.start(UP).await?;
     let flag = std::env::temp_dir().join(format!("chime-flag-{}", Uuid::now_v7()));
     let script = format!("test -f {}", flag.display());
-    chime_ok(
-        &env,
-        &[
-            "job", "create", "up1", "--kind", "shell", "--script", &script,
-        ],
-    )
+    env.chime_ok(&[
+        "job", "create", "up1", "--kind", "shell", "--script", &script,
+    ])
     .await?;
     for job in ["down1", "down2"] {
-        chime_ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
+        env.chime_ok(&["job", "create", job, "--kind", "noop"])
+            .await?;
     }
-    chime_ok(&env, &["job", "depend", "down1", "--on", "up1"]).await?;
-    chime_ok(&env, &["job", "depend", "down2", "--on", "down1"]).await?;
+    env.chime_ok(&["job", "depend", "down1", "--on", "up1"])
+        .await?;
+    env.chime_ok(&["job", "depend", "down2", "--on", "down1"])
+        .await?;
     let at = "2026-11-22T00:00:00Z";
-    let up: Uuid = chime_ok(&env, &["job", "run", "up1", "--data-time", at])
+    let up: Uuid = env
+        .chime_ok(&["job", "run", "up1", "--data-time", at])
         .await?
         .parse()?;
     assert_eq!(env.wait_terminal(up).await?.status, TaskStatus::Failed);
@@ -656,12 +610,9 @@ async fn a_jobs_failed_runs_in_a_range_rerun_and_kill_in_one_step() -> Result<()
     env.start(UP).await?;
     let flag = std::env::temp_dir().join(format!("chime-flag-{}", Uuid::now_v7()));
     let script = format!("test -f {}", flag.display());
-    chime_ok(
-        &env,
-        &[
-            "job", "create", "load", "--kind", "shell", "--script", &script,
-        ],
-    )
+    env.chime_ok(&[
+        "job", "create", "load", "--kind", "shell", "--script", &script,
+    ])
     .await?;
     let days = [
         "2026-11-20T00:00:00Z",
@@ -670,7 +621,8 @@ async fn a_jobs_failed_runs_in_a_range_rerun_and_kill_in_one_step() -> Result<()
     ];
     let mut ids = Vec::new();
     for day in days {
-        let id: Uuid = chime_ok(&env, &["job", "run", "load", "--data-time", day])
+        let id: Uuid = env
+            .chime_ok(&["job", "run", "load", "--data-time", day])
             .await?
             .parse()?;
         assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Failed);
@@ -715,17 +667,14 @@ async fn a_jobs_failed_runs_in_a_range_rerun_and_kill_in_one_step() -> Result<()
     assert_eq!((first.status, first.attempt), (TaskStatus::Failed, 1));
 
     // Kill: a job's runs that have not ended, in one statement.
-    chime_ok(
-        &env,
-        &[
-            "job", "create", "slow", "--kind", "shell", "--script", "sleep 60",
-        ],
-    )
+    env.chime_ok(&[
+        "job", "create", "slow", "--kind", "shell", "--script", "sleep 60",
+    ])
     .await?;
     let mut slow = Vec::new();
     for day in &days[..2] {
         slow.push(
-            chime_ok(&env, &["job", "run", "slow", "--data-time", day])
+            env.chime_ok(&["job", "run", "slow", "--data-time", day])
                 .await?
                 .parse::<Uuid>()?,
         );
@@ -743,7 +692,8 @@ async fn a_jobs_failed_runs_in_a_range_rerun_and_kill_in_one_step() -> Result<()
     assert!(!out.status.success());
     assert!(String::from_utf8(out.stderr)?.contains("status \"lost\""));
     // A job that runs one task at a time is not re-run in bulk: its runs would overlap.
-    chime_ok(&env, &["job", "update", "load", "--no-concurrent"]).await?;
+    env.chime_ok(&["job", "update", "load", "--no-concurrent"])
+        .await?;
     let out = env.chime(&["task", "rerun", "--job", "load"]).await?;
     assert!(!out.status.success(), "{out:?}");
     assert!(
@@ -768,26 +718,25 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
     })
     .await?;
     for job in ["up", "down"] {
-        chime_ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
+        env.chime_ok(&["job", "create", job, "--kind", "noop"])
+            .await?;
     }
-    chime_ok(&env, &["job", "depend", "down", "--on", "up"]).await?;
+    env.chime_ok(&["job", "depend", "down", "--on", "up"])
+        .await?;
     let at = jiff::Timestamp::now()
         .checked_add(jiff::SignedDuration::from_secs(1))?
         .round(jiff::Unit::Second)?;
     let schedule =
         format!(r#"{{"kind":"simple","interval_ms":1000,"repeat_count":0,"start_time":"{at}"}}"#);
-    chime_ok(
-        &env,
-        &[
-            "trigger",
-            "create",
-            "once",
-            "--job",
-            "down",
-            "--schedule",
-            &schedule,
-        ],
-    )
+    env.chime_ok(&[
+        "trigger",
+        "create",
+        "once",
+        "--job",
+        "down",
+        "--schedule",
+        &schedule,
+    ])
     .await?;
     eventually("down's task to be waiting", || async {
         Ok(tasks_of(&env, "down").await?.len() == 1)
@@ -822,7 +771,7 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
     );
 
     // An upstream whose job is paused will not make its run: the waiting task says so.
-    chime_ok(&env, &["job", "pause", "up"]).await?;
+    env.chime_ok(&["job", "pause", "up"]).await?;
     let out = env.chime(&["task", "show", &down.id.to_string()]).await?;
     let said = String::from_utf8(out.stdout)?;
     assert!(
@@ -831,8 +780,10 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
     );
 
     // A group that no worker serves.
-    chime_ok(&env, &["group", "create", "gpu"]).await?;
-    let id = chime_ok(&env, &["submit", "--kind", "noop", "--worker-group", "gpu"]).await?;
+    env.chime_ok(&["group", "create", "gpu"]).await?;
+    let id = env
+        .chime_ok(&["submit", "--kind", "noop", "--worker-group", "gpu"])
+        .await?;
     let out = env.chime(&["task", "show", &id]).await?;
     let said = String::from_utf8(out.stdout)?;
     assert!(
@@ -845,7 +796,10 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
     let spec = r#"{"sleep_ms":60000}"#;
     let mut busy = Vec::new();
     for _ in 0..slots {
-        busy.push(chime_ok(&env, &["submit", "--kind", "noop", "--spec", spec]).await?);
+        busy.push(
+            env.chime_ok(&["submit", "--kind", "noop", "--spec", spec])
+                .await?,
+        );
     }
     eventually("every slot to be busy", || async {
         let mut running = 0;
@@ -857,8 +811,10 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
         Ok(running == slots)
     })
     .await?;
-    let ahead = chime_ok(&env, &["submit", "--kind", "noop", "--priority", "5"]).await?;
-    let queued = chime_ok(&env, &["submit", "--kind", "noop"]).await?;
+    let ahead = env
+        .chime_ok(&["submit", "--kind", "noop", "--priority", "5"])
+        .await?;
+    let queued = env.chime_ok(&["submit", "--kind", "noop"]).await?;
     let out = env.chime(&["task", "show", &queued]).await?;
     let said = String::from_utf8(out.stdout)?;
     assert!(
@@ -869,7 +825,7 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
         "{said}"
     );
     for id in [&queued, &ahead].into_iter().chain(&busy) {
-        chime_ok(&env, &["task", "kill", id]).await?;
+        env.chime_ok(&["task", "kill", id]).await?;
     }
     env.cleanup().await
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Result;
 use chime_cli::commands::services::Services;
 use chime_core::model::TaskStatus;
-use chime_tests::{TestEnv, eventually, last_line};
+use chime_tests::{TestEnv, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Answers every POST 200 and keeps its body.
@@ -59,36 +59,30 @@ async fn a_failure_webhook_is_delivered_once_and_retried_across_a_receiver_outag
     // The receiver's port, with nothing listening on it yet: the outage.
     let port = chime_tests::free_port()?;
     let url = format!("http://127.0.0.1:{port}/chime");
-    let ok = |out: std::process::Output| {
-        anyhow::ensure!(out.status.success(), "{out:?}");
-        Ok(last_line(&out))
-    };
     for job in ["nightly", "other"] {
-        ok(env
-            .chime(&[
-                "job",
-                "create",
-                job,
-                "--kind",
-                "shell",
-                "--script",
-                "echo disk full >&2; exit 3",
-            ])
-            .await?)?;
+        env.chime_ok(&[
+            "job",
+            "create",
+            job,
+            "--kind",
+            "shell",
+            "--script",
+            "echo disk full >&2; exit 3",
+        ])
+        .await?;
     }
-    ok(env.chime(&["webhook", "add", &url]).await?)?;
+    env.chime_ok(&["webhook", "add", &url]).await?;
     // A webhook for another job hears nothing of this one's failure.
     let other_port = chime_tests::free_port()?;
-    ok(env
-        .chime(&[
-            "webhook",
-            "add",
-            &format!("http://127.0.0.1:{other_port}/"),
-            "--job",
-            "other",
-        ])
-        .await?)?;
-    let id = ok(env.chime(&["job", "run", "nightly"]).await?)?;
+    env.chime_ok(&[
+        "webhook",
+        "add",
+        &format!("http://127.0.0.1:{other_port}/"),
+        "--job",
+        "other",
+    ])
+    .await?;
+    let id = env.chime_ok(&["job", "run", "nightly"]).await?;
     let task = env.wait_terminal(id.parse()?).await?;
     assert_eq!(task.status, TaskStatus::Failed);
 
@@ -123,7 +117,7 @@ async fn a_failure_webhook_is_delivered_once_and_retried_across_a_receiver_outag
     assert_eq!(body[0]["task_id"], id);
     assert_eq!(body[0]["job"], "default.nightly");
     assert_eq!(body[0]["exit_code"], 3);
-    let listed = ok(env.chime(&["webhook", "list"]).await?)?;
+    let listed = env.chime_ok(&["webhook", "list"]).await?;
     assert!(!listed.is_empty());
     let pending_for_other: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
@@ -144,30 +138,24 @@ async fn a_failure_webhook_is_delivered_once_and_retried_across_a_receiver_outag
 async fn a_missed_success_window_is_notified_once_per_deadline() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(Services::ALL).await?;
-    let ok = |out: std::process::Output| {
-        anyhow::ensure!(out.status.success(), "{out:?}");
-        Ok(last_line(&out))
-    };
-    ok(env
-        .chime(&[
-            "job",
-            "create",
-            "report",
-            "--kind",
-            "noop",
-            "--expect-success-within",
-            "3s",
-        ])
-        .await?)?;
+    env.chime_ok(&[
+        "job",
+        "create",
+        "report",
+        "--kind",
+        "noop",
+        "--expect-success-within",
+        "3s",
+    ])
+    .await?;
     let shown = env.chime(&["job", "show", "report"]).await?;
     let shown = String::from_utf8(shown.stdout)?;
     let bodies: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let url = format!("http://{}/hook", listener.local_addr()?);
     tokio::spawn(receiver(listener, bodies.clone()));
-    ok(env
-        .chime(&["webhook", "add", &url, "--job", "report"])
-        .await?)?;
+    env.chime_ok(&["webhook", "add", &url, "--job", "report"])
+        .await?;
     let overdue = || {
         bodies
             .lock()
@@ -189,7 +177,7 @@ async fn a_missed_success_window_is_notified_once_per_deadline() -> Result<()> {
     assert!(first["last_success_at"].is_null(), "{first}");
 
     // A success moves the deadline; missing the next one is told once more.
-    let id = ok(env.chime(&["job", "run", "report"]).await?)?;
+    let id = env.chime_ok(&["job", "run", "report"]).await?;
     assert_eq!(
         env.wait_terminal(id.parse()?).await?.status,
         TaskStatus::Succeeded
