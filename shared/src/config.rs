@@ -138,6 +138,12 @@ pub struct WorkerSettings {
     /// worker stops.
     #[serde(default)]
     pub prefetch: Option<u16>,
+    /// How many ad-hoc submissions (from `<prefix>.submit`) it records with one commit, at most
+    /// (default 500); it holds twice as many unacked.
+    pub submit_batch: u16,
+    /// How long it waits after a submission for more to record with it (default 5 ms); a full
+    /// batch goes at once.
+    pub submit_batch_window_ms: u64,
     /// How many bytes of a task's output are kept (the tail).
     pub output_tail_bytes: usize,
     /// How long a stopping worker waits for running tasks before it leaves them to recovery.
@@ -163,6 +169,14 @@ pub struct WorkerSettings {
 }
 
 impl WorkerSettings {
+    /// How many submissions go in one batch, and how long one waits for the rest of its batch.
+    pub fn submit_batch(&self) -> (usize, std::time::Duration) {
+        (
+            usize::from(self.submit_batch.max(1)),
+            std::time::Duration::from_millis(self.submit_batch_window_ms),
+        )
+    }
+
     /// The prefetch to ask the broker for.
     pub fn prefetch(&self) -> u16 {
         self.prefetch.unwrap_or(self.concurrency).max(1)
@@ -234,6 +248,8 @@ impl Settings {
             .set_default("api_url", DEFAULT_API_URL)?
             .set_default("worker.groups", vec!["default"])?
             .set_default("worker.concurrency", 16)?
+            .set_default("worker.submit_batch", 500)?
+            .set_default("worker.submit_batch_window_ms", 5)?
             .set_default("worker.output_tail_bytes", 64 * 1024)?
             .set_default("worker.shutdown_grace_ms", 10_000)?
             .set_default("worker.default_user", "nobody")?
@@ -359,6 +375,18 @@ impl Settings {
             return Err(ConfigError::Value {
                 key: "worker.concurrency",
                 message: "must be at least 1".into(),
+            });
+        }
+        if !(1..=10_000).contains(&self.worker.submit_batch) {
+            return Err(ConfigError::Value {
+                key: "worker.submit_batch",
+                message: "must be between 1 and 10000".into(),
+            });
+        }
+        if self.worker.submit_batch_window_ms > 1_000 {
+            return Err(ConfigError::Value {
+                key: "worker.submit_batch_window_ms",
+                message: "must be at most 1000".into(),
             });
         }
         Ok(())

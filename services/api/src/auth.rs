@@ -70,7 +70,7 @@ pub fn required_role(method: &Method, path: &str) -> Role {
     };
     match segments.as_slice() {
         ["schedule", "preview"] => Role::Read,
-        ["tasks"] => Role::Operate,
+        ["tasks"] | ["tasks", "batch"] => Role::Operate,
         ["tasks", _, action]
         | ["workers", _, action]
         | ["trigger-groups", _, action]
@@ -91,6 +91,7 @@ fn audited(method: &Method, path: &str) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
         && path.starts_with("/api/v1/")
         && path != "/api/v1/tasks"
+        && path != "/api/v1/tasks/batch"
         && path != "/api/v1/schedule/preview"
 }
 
@@ -297,6 +298,7 @@ mod tests {
         assert_eq!(required_role(&Method::GET, "/api/v1/tasks"), Role::Read);
         assert_eq!(required_role(&Method::GET, "/api/v1/tokens"), Role::Admin);
         assert_eq!(required_role(&post, "/api/v1/tasks"), Role::Operate);
+        assert_eq!(required_role(&post, "/api/v1/tasks/batch"), Role::Operate);
         assert_eq!(required_role(&post, "/api/v1/tasks/x/kill"), Role::Operate);
         assert_eq!(required_role(&post, "/api/v1/jobs/g/n/run"), Role::Operate);
         assert_eq!(

@@ -38,6 +38,14 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, message)
     }
 
+    /// The same error, its message prefixed with where it is (`tasks[3]: …`).
+    pub fn at(self, place: &str) -> Self {
+        Self {
+            status: self.status,
+            message: format!("{place}: {}", self.message),
+        }
+    }
+
     /// 404 Not Found.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, message)

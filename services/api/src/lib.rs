@@ -12,6 +12,7 @@ pub mod events;
 pub mod http_server;
 pub mod routes;
 pub mod state;
+pub mod submissions;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 use tracing::info;
 use utoipa::OpenApi;
-use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
 pub use state::AppState;
@@ -31,6 +32,9 @@ pub use state::AppState;
 /// The largest request body: a task's spec and data may take [`MAX_PAYLOAD_BYTES`]; the rest is
 /// room for the other fields, so the submission check (413 with the sizes) answers first.
 const MAX_BODY_BYTES: usize = 2 * MAX_PAYLOAD_BYTES;
+
+/// The largest `POST /api/v1/tasks/batch` body.
+const MAX_BATCH_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// The API could not start.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +87,10 @@ pub fn router(state: AppState) -> Router {
             routes::tasks::create_task,
             routes::tasks::list_tasks
         ))
+        // A batch takes up to 1,000 submissions; each is still held to its own limit.
+        .routes(
+            routes!(routes::tasks::create_tasks).layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)),
+        )
         .routes(routes!(routes::tasks::get_task))
         .routes(routes!(routes::logs::task_logs))
         .routes(routes!(events::task_events))
@@ -207,6 +215,10 @@ pub fn state(node: &Node, listener: &TcpListener) -> AppState {
         loopback,
         metrics_public: node.settings.metrics_public,
         metrics: chime_core::telemetry::metrics_handle(),
+        submissions: submissions::Submissions::start(
+            node.store.clone(),
+            node.broker.topology().clone(),
+        ),
         events: events::TaskEvents::new(node.store.clone(), node.broker.clone()),
         shutdown: CancellationToken::new(),
     }

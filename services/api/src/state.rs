@@ -21,6 +21,8 @@ pub struct AppState {
     pub metrics_public: bool,
     /// The process's Prometheus recorder.
     pub metrics: Option<PrometheusHandle>,
+    /// Single submissions waiting to share a commit.
+    pub submissions: crate::submissions::Submissions,
     /// Live task changes for the dashboard.
     pub events: crate::events::TaskEvents,
     /// Cancelled when the server stops: long-lived streams (events, followed logs) end with it,

@@ -1,8 +1,9 @@
 //! Where task messages are consumed: one consumer per worker-group queue, on its own channel with
 //! the worker's prefetch, rebuilt whenever the broker connection is.
 //!
-//! Each delivery is handed to [`crate::delivery`] (or [`crate::control`]) in its own task; the worker's semaphore
-//! bounds how many run at once. On shutdown the consumer is cancelled; deliveries not yet started
+//! Each task message is handed to [`crate::delivery`] (a command to [`crate::control`]) in its own
+//! task; the worker's semaphore bounds how many run at once. Submissions are collected into
+//! batches and recorded by [`crate::submissions`] in the consumer's own loop. On shutdown the consumer is cancelled; deliveries not yet started
 //! go back to the queue (nack with requeue) and the channel stays open until the running ones are
 //! acked.
 
@@ -90,6 +91,18 @@ pub async fn consume(
                         return;
                     }
                     delivery = consumer.next() => match delivery {
+                        Some(Ok(delivery)) if matches!(kind, QueueKind::Submit) => {
+                            // Recorded here, not in a task of its own: the next batch waits in
+                            // the prefetch while this one commits.
+                            let (batch, broken) = collect_batch(&worker, &mut consumer, delivery).await;
+                            metrics::counter!("chime_worker_deliveries_total", "queue" => queue.clone())
+                                .increment(batch.len() as u64);
+                            crate::submissions::handle_batch(&worker, channel.clone(), &queue, batch).await;
+                            if broken {
+                                warn!("consumer failed; waiting for the broker");
+                                break;
+                            }
+                        }
                         Some(Ok(delivery)) => {
                             metrics::counter!("chime_worker_deliveries_total", "queue" => queue.clone()).increment(1);
                             worker.spawn_delivery(channel.clone(), queue.clone(), kind, delivery);
@@ -112,6 +125,26 @@ pub async fn consume(
     .await;
 }
 
+/// The submissions that came with `first`: up to `submit_batch` of them, or what arrived within
+/// `submit_batch_window_ms` of it. Also says whether the consumer broke meanwhile.
+async fn collect_batch(
+    worker: &Worker,
+    consumer: &mut lapin::Consumer,
+    first: lapin::message::Delivery,
+) -> (Vec<lapin::message::Delivery>, bool) {
+    let (size, window) = worker.submit_batch;
+    let deadline = tokio::time::Instant::now() + window;
+    let mut batch = vec![first];
+    while batch.len() < size {
+        match tokio::time::timeout_at(deadline, consumer.next()).await {
+            Ok(Some(Ok(delivery))) => batch.push(delivery),
+            Ok(Some(Err(_)) | None) => return (batch, true),
+            Err(_) => break,
+        }
+    }
+    (batch, false)
+}
+
 async fn open(
     worker: &Worker,
     conn: &Connection,
@@ -123,8 +156,13 @@ async fn open(
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
+    // Two batches of submissions: one being recorded, the next arriving meanwhile.
+    let prefetch = match kind {
+        QueueKind::Submit => u16::try_from(worker.submit_batch.0 * 2).unwrap_or(u16::MAX),
+        _ => worker.prefetch,
+    };
     channel
-        .basic_qos(worker.prefetch, BasicQosOptions::default())
+        .basic_qos(prefetch, BasicQosOptions::default())
         .await?;
     match kind {
         QueueKind::Group => {

@@ -1,4 +1,5 @@
-//! What happens to one delivery, from the queue to its ack.
+//! What happens to one task message, from its worker group's queue to its ack (submissions:
+//! [`crate::submissions`]).
 //!
 //! ```text
 //!   decode ──poison──▶ dead-letter with the reason, ack
@@ -24,7 +25,7 @@
 use std::time::Duration;
 
 use chime_core::bus::dead_letter;
-use chime_core::model::message::{SubmitMessage, decode};
+use chime_core::model::message::decode;
 use chime_core::model::{TaskMessage, TaskStatus};
 use chime_core::store::attempt_output;
 use chime_core::store::task_lifecycle::{self, AttemptEnd, FinishedAttempt};
@@ -351,87 +352,6 @@ async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
     }
 }
 
-/// Handles an ad-hoc submission from `<prefix>.submit`: writes the task (with its outbox message)
-/// and acks. A submission without an id gets one from the message's `message_id`, so a redelivered
-/// submission makes one task.
-pub async fn handle_submission(worker: &Worker, channel: Channel, queue: &str, delivery: Delivery) {
-    let mut task = match SubmitMessage::decode(&delivery.data) {
-        Ok(task) => task,
-        Err(error) => {
-            return reject_poison(worker, &channel, queue, delivery, &error.to_string()).await;
-        }
-    };
-    if task.id.is_none() {
-        task.id = delivery
-            .properties
-            .message_id()
-            .as_ref()
-            .and_then(|id| uuid::Uuid::parse_str(id.as_str()).ok());
-    }
-    if let Err(error) = task.validate() {
-        let mut reason = error.to_string();
-        if task.id.is_none() {
-            reason.push_str(NO_ID_NOTE);
-        }
-        return reject_poison(worker, &channel, queue, delivery, &reason).await;
-    }
-    let user_id = delivery
-        .properties
-        .user_id()
-        .as_ref()
-        .map(|u| u.as_str().to_string());
-    let mut delay = Duration::from_millis(100);
-    loop {
-        // Who may submit is checked on every try: the answer is cached, and a database that was
-        // down for the check is down for the write too.
-        let recorded = match worker
-            .submitters
-            .admit(&worker.store, user_id.as_deref(), &mut task)
-            .await
-        {
-            Err(Ok(refusal)) => {
-                return reject_poison(worker, &channel, queue, delivery, &refusal).await;
-            }
-            Err(Err(error)) => Err(error),
-            Ok(()) => task_lifecycle::submit(&worker.store, worker.topology(), task.clone()).await,
-        };
-        match recorded {
-            Ok(submitted) => {
-                debug!(task_id = %submitted.id, created = submitted.created, "submission recorded");
-                ack(&delivery).await;
-                return;
-            }
-            Err(
-                error @ (chime_core::store::StoreError::UnknownKind(_)
-                | chime_core::store::StoreError::UnknownGroup(_)
-                | chime_core::store::StoreError::Invalid(_)),
-            ) => {
-                let mut reason = error.to_string();
-                if task.id.is_none() {
-                    reason.push_str(NO_ID_NOTE);
-                }
-                return reject_poison(worker, &channel, queue, delivery, &reason).await;
-            }
-            Err(error) => {
-                // Held, not requeued, while the database is unreachable (see `start`).
-                warn!(%error, ?delay, "cannot record the submission; waiting for the database");
-            }
-        }
-        tokio::select! {
-            _ = worker.draining.cancelled() => return requeue(&delivery).await,
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = (delay * 2).min(Duration::from_secs(5));
-    }
-}
-
-/// Added to the dead-letter reason of a submission that had no id: publishing it again makes a new
-/// task each time.
-const NO_ID_NOTE: &str = " (this submission had neither an `id` nor an AMQP message_id: set one so \
-                           that a redelivered or re-published submission makes one task)";
-
-/// Commits the attempt's end, retrying while the database is unreachable. Returns whether the
-/// delivery may be acked.
 /// Commits the attempt's end, retrying while the database is away. Some(the status the task moved
 /// to, if this worker's end moved it) once there is nothing more to do; None if the worker stops
 /// first (the message is then left unacked).
@@ -478,7 +398,7 @@ async fn record_end(worker: &Worker, finished: FinishedAttempt) -> Option<Option
     }
 }
 
-async fn reject_poison(
+pub(crate) async fn reject_poison(
     worker: &Worker,
     channel: &Channel,
     queue: &str,
@@ -497,7 +417,7 @@ async fn reject_poison(
 }
 
 /// Gives the delivery back to its queue (it was not started).
-async fn requeue(delivery: &Delivery) {
+pub(crate) async fn requeue(delivery: &Delivery) {
     let requeue = BasicNackOptions {
         requeue: true,
         ..BasicNackOptions::default()
@@ -507,7 +427,7 @@ async fn requeue(delivery: &Delivery) {
     }
 }
 
-async fn ack(delivery: &Delivery) {
+pub(crate) async fn ack(delivery: &Delivery) {
     match delivery.acker.ack(BasicAckOptions::default()).await {
         Ok(true) => {}
         Ok(false) => {

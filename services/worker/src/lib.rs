@@ -23,6 +23,7 @@ pub mod delivery;
 pub mod executor;
 pub mod lease;
 pub mod open_store;
+pub mod submissions;
 pub mod submitters;
 pub mod transitions;
 
@@ -104,6 +105,8 @@ pub struct Worker {
     store: Store,
     broker: Broker,
     prefetch: u16,
+    /// Submissions recorded per commit, at most, and how long one waits for the rest.
+    submit_batch: (usize, std::time::Duration),
     executors: Executors,
     transitions: transitions::Transitions,
     permits: Arc<Semaphore>,
@@ -240,7 +243,7 @@ impl Worker {
             match kind {
                 QueueKind::Group => delivery::handle_task(&worker, channel, &queue, delivery).await,
                 QueueKind::Submit => {
-                    delivery::handle_submission(&worker, channel, &queue, delivery).await
+                    submissions::handle_batch(&worker, channel, &queue, vec![delivery]).await
                 }
                 QueueKind::Control => control::handle(&worker, delivery).await,
             }
@@ -334,6 +337,7 @@ pub async fn run(
         store: node.store.clone(),
         broker: node.broker.clone(),
         prefetch: settings.prefetch(),
+        submit_batch: settings.submit_batch(),
         executors,
         transitions,
         permits: Arc::new(Semaphore::new(usize::from(settings.concurrency))),

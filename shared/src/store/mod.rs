@@ -84,6 +84,13 @@ impl StoreError {
         matches!(self, Self::Database { source: sqlx::Error::Database(e), .. }
             if e.code().as_deref() == Some("40P01"))
     }
+
+    /// Whether PostgreSQL refused what was written (a data exception or a broken constraint,
+    /// SQLSTATE classes 22 and 23): the same rows would be refused again, unlike an outage.
+    pub fn is_refused_data(&self) -> bool {
+        matches!(self, Self::Database { source: sqlx::Error::Database(e), .. }
+            if e.code().is_some_and(|code| code.starts_with("22") || code.starts_with("23")))
+    }
 }
 
 /// Adds what the store was doing to a driver error.

@@ -168,6 +168,20 @@ pub async fn get(store: &Store, id: Uuid) -> Result<TaskView, StoreError> {
     Ok(view)
 }
 
+/// Tasks just created, as [`get`] shows them but without attempts (they have none yet) or why
+/// they wait: one query for a batch, to answer the submissions that made them. A task not found
+/// is left out.
+pub async fn get_created(store: &Store, ids: &[Uuid]) -> Result<Vec<TaskView>, StoreError> {
+    let rows: Vec<TaskRow> = sqlx::query_as(select_tasks!("WHERE t.id = ANY($1)"))
+        .bind(ids)
+        .fetch_all(store.pool())
+        .await
+        .context("reading the tasks")?;
+    rows.into_iter()
+        .map(|row| row.into_view(Vec::new()))
+        .collect()
+}
+
 /// Why a task that has not ended is not running: a `ready` task with no worker online in its
 /// group, or with every slot of its group's workers busy and tasks queued ahead of it; a
 /// `retrying` task's next attempt; a `waiting` one with no dependency service alive to advance

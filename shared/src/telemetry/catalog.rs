@@ -174,6 +174,14 @@ pub fn describe() {
         "Messages that did not match their task's row (dead-lettered)."
     );
     describe_counter!(
+        "chime_worker_submissions_total",
+        "Ad-hoc submissions from the submit queue recorded by this worker (re-published ids included)."
+    );
+    describe_histogram!(
+        "chime_worker_submission_batch_size",
+        "Submissions taken from the submit queue together, recorded with one commit."
+    );
+    describe_counter!(
         "chime_worker_poison_total",
         "Messages that could not be decoded or were refused (dead-lettered)."
     );
@@ -220,6 +228,10 @@ pub fn describe() {
     describe_counter!(
         "chime_api_tasks_submitted_total",
         "Tasks submitted through the API."
+    );
+    describe_histogram!(
+        "chime_api_submission_batch_size",
+        "Single POST /api/v1/tasks requests written with one commit."
     );
     describe_counter!(
         "chime_api_tasks_killed_total",
@@ -268,6 +280,7 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
             "chime_worker_kills_total",
             "chime_worker_duplicates_total",
             "chime_worker_poison_total",
+            "chime_worker_submissions_total",
             "chime_worker_mismatched_messages_total",
             "chime_worker_self_fenced_total",
             "chime_worker_unheld_released_total",

@@ -39,15 +39,116 @@ pub async fn create_task(
     if !caller.is_local() || task.submit_user.is_none() {
         task.submit_user = Some(caller.0.name.clone());
     }
-    let submitted = task_lifecycle::submit(&state.store, state.broker.topology(), task).await?;
-    metrics::counter!("chime_api_tasks_submitted_total").increment(1);
-    let view = tasks::get(&state.store, submitted.id).await?;
-    let status = if submitted.created {
+    // Written with the other requests that came at the same time, in one commit.
+    let (created, view) = state.submissions.submit(task).await?;
+    let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
     Ok((status, Json(view)))
+}
+
+/// The most tasks one `POST /api/v1/tasks/batch` takes.
+const MAX_BATCH: usize = 1000;
+
+/// A batch of submissions, each as `POST /api/v1/tasks` takes it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"tasks": [
+    {"kind": "shell", "spec": {"command": ["echo", "one"]}, "id": "0193a3c4-6f1e-7b52-9d1e-3f6b2a9c4d01"},
+    {"kind": "noop", "name": "nightly-check", "priority": 7}
+]}))]
+pub struct NewTasks {
+    /// The submissions, 1 to 1,000.
+    pub tasks: Vec<NewTask>,
+}
+
+/// One submission of a batch: its task's id, and whether this batch made it (false: a task with
+/// the client-chosen id existed, or came earlier in the batch).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubmittedTask {
+    /// The task's id.
+    pub id: Uuid,
+    /// Whether this submission made the task.
+    pub created: bool,
+}
+
+/// The answer to a batch: one entry per submission, in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubmittedTasks {
+    /// One per submission, in the order given.
+    pub tasks: Vec<SubmittedTask>,
+}
+
+/// Submits up to 1,000 ad-hoc tasks in one commit: all of them or, if one is refused, none.
+/// A refusal names the submission (`tasks[3]: …`). Each is checked as `POST /api/v1/tasks`
+/// checks one: its fields, its `execute_user` against the token's, its kind and worker group.
+#[utoipa::path(
+    post, path = "/api/v1/tasks/batch", tag = "tasks",
+    request_body = NewTasks,
+    responses(
+        (status = 201, description = "every task recorded (or existing, by its id), in order", body = SubmittedTasks),
+        (status = 403, description = "a submission's execute_user is not the token's to ask for; nothing written", body = ErrorBody),
+        (status = 413, description = "the body is over 16 MiB", body = ErrorBody),
+        (status = 422, description = "a submission is invalid, or its kind or group unknown; nothing written", body = ErrorBody),
+    )
+)]
+pub async fn create_tasks(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(batch): ApiJson<NewTasks>,
+) -> Result<(StatusCode, Json<SubmittedTasks>), ApiError> {
+    let mut tasks = batch.tasks;
+    if tasks.is_empty() || tasks.len() > MAX_BATCH {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "tasks: give 1 to {MAX_BATCH} submissions, not {}",
+                tasks.len()
+            ),
+        ));
+    }
+    let at = |index: usize, error: ApiError| error.at(&format!("tasks[{index}]"));
+    for (index, task) in tasks.iter_mut().enumerate() {
+        task.validate().map_err(|e| {
+            at(
+                index,
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+            )
+        })?;
+        may_execute_as(&caller, task.execute_user.as_deref()).map_err(|e| at(index, e))?;
+        if !caller.is_local() || task.submit_user.is_none() {
+            task.submit_user = Some(caller.0.name.clone());
+        }
+    }
+    let topology = state.broker.topology();
+    let refs: Vec<&NewTask> = tasks.iter().collect();
+    let groups = task_lifecycle::route_submissions(&state.store, &refs).await?;
+    let mut routed = Vec::with_capacity(tasks.len());
+    for (index, (task, group)) in refs.into_iter().zip(groups).enumerate() {
+        match group {
+            Ok(group) => routed.push((task, group)),
+            Err(refusal) => {
+                let refusal = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, refusal.to_string());
+                return Err(at(index, refusal));
+            }
+        }
+    }
+    let rows: Vec<(&NewTask, &str)> = routed
+        .iter()
+        .map(|(task, group)| (*task, group.as_str()))
+        .collect();
+    let submitted = task_lifecycle::submit_routed(&state.store, topology, &rows).await?;
+    metrics::counter!("chime_api_tasks_submitted_total").increment(submitted.len() as u64);
+    let tasks = submitted
+        .into_iter()
+        .map(|s| SubmittedTask {
+            id: s.id,
+            created: s.created,
+        })
+        .collect();
+    Ok((StatusCode::CREATED, Json(SubmittedTasks { tasks })))
 }
 
 /// Filters of the task list; each narrows it.

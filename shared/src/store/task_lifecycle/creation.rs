@@ -27,42 +27,90 @@ pub async fn submit(
 }
 
 /// `(nothing) → ready` for a batch of ad-hoc tasks: every task and its task message in one
-/// statement (one commit). Returns one [`Submitted`] per task, in order. An unknown kind refuses
-/// the whole batch; tasks whose client-chosen id exists already are skipped.
+/// statement (one commit). Returns one [`Submitted`] per task, in order. An unknown kind or group
+/// refuses the whole batch; tasks whose client-chosen id exists already are skipped.
 pub async fn submit_many(
     store: &Store,
     topology: &Topology,
     tasks: Vec<NewTask>,
 ) -> Result<Vec<Submitted>, StoreError> {
-    let mut groups_by_kind: std::collections::HashMap<(String, Option<String>), String> =
+    let refs: Vec<&NewTask> = tasks.iter().collect();
+    let groups = route_submissions(store, &refs)
+        .await?
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    let routed: Vec<(&NewTask, &str)> = refs
+        .into_iter()
+        .zip(groups.iter().map(String::as_str))
+        .collect();
+    submit_routed(store, topology, &routed).await
+}
+
+/// The worker group each ad-hoc task goes to, as [`kind_routes::resolve_group`] routes it, with
+/// one lookup per distinct (kind, group). The outer error is the database's; an inner one is that
+/// task's own refusal (an unknown kind or group), so a batch can refuse its bad submissions alone.
+pub async fn route_submissions(
+    store: &Store,
+    tasks: &[&NewTask],
+) -> Result<Vec<Result<String, StoreError>>, StoreError> {
+    // A refusal is kept as what was refused, to be given to every task it applies to.
+    let mut routes: std::collections::HashMap<(&str, Option<&str>), Result<String, Refusal>> =
         std::collections::HashMap::new();
+    let mut groups = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let key = (task.kind.as_str(), task.group.as_deref());
+        let route = match routes.entry(key) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(new) => new.insert(
+                match kind_routes::resolve_group(store, key.0, key.1).await {
+                    Ok(group) => Ok(group),
+                    Err(StoreError::UnknownKind(kind)) => Err(Refusal::Kind(kind)),
+                    Err(StoreError::UnknownGroup(group)) => Err(Refusal::Group(group)),
+                    Err(error) => return Err(error),
+                },
+            ),
+        };
+        groups.push(match route {
+            Ok(group) => Ok(group.clone()),
+            Err(Refusal::Kind(kind)) => Err(StoreError::UnknownKind(kind.clone())),
+            Err(Refusal::Group(group)) => Err(StoreError::UnknownGroup(group.clone())),
+        });
+    }
+    Ok(groups)
+}
+
+/// Why a submission has no route.
+enum Refusal {
+    Kind(String),
+    Group(String),
+}
+
+/// `(nothing) → ready` for ad-hoc tasks already routed to their worker groups
+/// ([`route_submissions`]): every task and its task message in one statement (one commit).
+/// Returns one [`Submitted`] per task, in order; tasks whose client-chosen id exists already (or
+/// came earlier in the batch) are not created again.
+pub async fn submit_routed(
+    store: &Store,
+    topology: &Topology,
+    tasks: &[(&NewTask, &str)],
+) -> Result<Vec<Submitted>, StoreError> {
     let mut messages = Vec::with_capacity(tasks.len());
     let mut settings = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        let key = (task.kind.clone(), task.group.clone());
-        let group = match groups_by_kind.get(&key) {
-            Some(group) => group.clone(),
-            None => {
-                let group =
-                    kind_routes::resolve_group(store, &task.kind, task.group.as_deref()).await?;
-                groups_by_kind.insert(key, group.clone());
-                group
-            }
-        };
+    for &(task, group) in tasks {
         let or_empty = |v: serde_json::Value| if v.is_null() { json!({}) } else { v };
         messages.push(TaskMessage {
             v: MESSAGE_VERSION,
             task_id: task.id.unwrap_or_else(Uuid::now_v7),
             attempt: 1,
-            kind: task.kind,
-            group,
-            spec: or_empty(task.spec),
-            data: or_empty(task.data),
+            kind: task.kind.clone(),
+            group: group.to_string(),
+            spec: or_empty(task.spec.clone()),
+            data: or_empty(task.data.clone()),
             data_time: task.data_time,
             timeout_ms: task.timeout_ms,
-            execute_user: task.execute_user,
+            execute_user: task.execute_user.clone(),
         });
-        let backoff = serde_json::to_value(task.backoff.unwrap_or_default())
+        let backoff = serde_json::to_value(task.backoff.clone().unwrap_or_default())
             .unwrap_or_else(|_| json!({"kind": "fixed"}));
         settings.push((
             task.priority.unwrap_or(5),
@@ -72,9 +120,12 @@ pub async fn submit_many(
             task.failed_interval_ms.unwrap_or(3000),
             backoff,
             task.requests_recovery.unwrap_or(false),
-            task.submit_user,
-            task.name.filter(|n| !n.is_empty()),
+            task.submit_user.clone(),
+            task.name.clone().filter(|n| !n.is_empty()),
         ));
+    }
+    if messages.is_empty() {
+        return Ok(Vec::new());
     }
     let ids: Vec<Uuid> = messages.iter().map(|m| m.task_id).collect();
     let kinds: Vec<&str> = messages.iter().map(|m| m.kind.as_str()).collect();
@@ -153,12 +204,13 @@ pub async fn submit_many(
     .await
     .context("inserting the tasks")?;
     store.outbox_written();
-    let inserted: std::collections::HashSet<Uuid> = inserted.into_iter().collect();
+    // A task made by this statement counts as made by the first submission that gave its id.
+    let mut inserted: std::collections::HashSet<Uuid> = inserted.into_iter().collect();
     Ok(ids
         .into_iter()
         .map(|id| Submitted {
             id,
-            created: inserted.contains(&id),
+            created: inserted.remove(&id),
         })
         .collect())
 }

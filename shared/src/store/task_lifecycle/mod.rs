@@ -93,7 +93,10 @@ pub use attempts::{
     AttemptEnd, FinishedAttempt, finish_attempts, recorded_attempt, release_due_retries,
     republish_ready_attempt, start_attempts,
 };
-pub use creation::{TriggerFire, record_trigger_fires, run_job_now, submit, submit_many};
+pub use creation::{
+    TriggerFire, record_trigger_fires, route_submissions, run_job_now, submit, submit_many,
+    submit_routed,
+};
 pub use downstream::{
     Advanced, DependencyOutcome, advance_dependent, create_backfill, kill_backfill,
     promote_backfill, record_blocked,

@@ -1,0 +1,218 @@
+//! Where ad-hoc submissions from `<prefix>.submit` become tasks, a batch at a time.
+//!
+//! ```text
+//!   the consumer collects up to `submit_batch` deliveries, or what came within
+//!   `submit_batch_window_ms` of the first
+//!     │
+//!   each alone: decode, id (or message_id), validate ──bad──▶ dead-letter with the reason, ack
+//!     │
+//!   each alone: its submitter's right, its kind's group ──refused──▶ dead-letter, ack
+//!     │
+//!   the rest: every task and its message in one statement (submit_routed) ──▶ ack each
+//!     │
+//!   the database is away ──▶ nothing acked; tried again until it commits (or, draining, requeued)
+//! ```
+//!
+//! A submission's id (its `id`, or the AMQP `message_id`) makes a redelivered or re-published
+//! submission one task, also when both copies land in one batch. Every worker consumes
+//! submissions, so adding workers adds submission consumers.
+
+use std::time::Duration;
+
+use chime_core::model::NewTask;
+use chime_core::model::message::SubmitMessage;
+use chime_core::store::{StoreError, task_lifecycle};
+use lapin::Channel;
+use lapin::message::Delivery;
+use tracing::{debug, warn};
+
+use crate::Worker;
+use crate::delivery::{ack, reject_poison, requeue};
+
+/// One submission of the batch, decoded and valid, with who published it.
+struct Submission {
+    delivery: Delivery,
+    task: NewTask,
+    user_id: Option<String>,
+}
+
+/// Records a batch of submissions and acks each one: a bad or refused one is dead-lettered alone,
+/// the rest go in with one commit.
+pub async fn handle_batch(worker: &Worker, channel: Channel, queue: &str, batch: Vec<Delivery>) {
+    metrics::histogram!("chime_worker_submission_batch_size").record(batch.len() as f64);
+    let mut pending = Vec::with_capacity(batch.len());
+    for delivery in batch {
+        match decode(&delivery) {
+            Ok((task, user_id)) => pending.push(Submission {
+                delivery,
+                task,
+                user_id,
+            }),
+            Err(reason) => reject_poison(worker, &channel, queue, delivery, &reason).await,
+        }
+    }
+    let mut delay = Duration::from_millis(100);
+    while !pending.is_empty() {
+        match record(worker, &channel, queue, &mut pending).await {
+            Ok(()) => return,
+            Err(error) => {
+                // Held, not requeued, while the database is unreachable: a requeue would only
+                // come straight back.
+                warn!(%error, ?delay, submissions = pending.len(), "cannot record the submissions; waiting for the database");
+            }
+        }
+        tokio::select! {
+            _ = worker.draining.cancelled() => {
+                for submission in &pending {
+                    requeue(&submission.delivery).await;
+                }
+                return;
+            }
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// A delivery's submission and who published it, or why it is poison.
+fn decode(delivery: &Delivery) -> Result<(NewTask, Option<String>), String> {
+    let mut task = SubmitMessage::decode(&delivery.data).map_err(|e| e.to_string())?;
+    if task.id.is_none() {
+        task.id = delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .and_then(|id| uuid::Uuid::parse_str(id.as_str()).ok());
+    }
+    if let Err(error) = task.validate() {
+        return Err(with_id_note(error.to_string(), &task));
+    }
+    let user_id = delivery
+        .properties
+        .user_id()
+        .as_ref()
+        .map(|u| u.as_str().to_string());
+    Ok((task, user_id))
+}
+
+/// One try at recording `pending`: refusals are dead-lettered and leave `pending`; on success
+/// every other submission is acked and `pending` is empty. An error (the database's) leaves the
+/// ones still pending unacked, to be tried again.
+async fn record(
+    worker: &Worker,
+    channel: &Channel,
+    queue: &str,
+    pending: &mut Vec<Submission>,
+) -> Result<(), StoreError> {
+    // Who may submit is checked on every try: the answer is cached, and a database that was down
+    // for the check is down for the write too.
+    let mut admitted = Vec::with_capacity(pending.len());
+    let mut unchecked = std::mem::take(pending).into_iter();
+    while let Some(mut submission) = unchecked.next() {
+        let user_id = submission.user_id.as_deref();
+        match worker
+            .submitters
+            .admit(&worker.store, user_id, &mut submission.task)
+            .await
+        {
+            Ok(()) => admitted.push(submission),
+            Err(Ok(refusal)) => {
+                reject_poison(worker, channel, queue, submission.delivery, &refusal).await;
+            }
+            Err(Err(error)) => {
+                pending.append(&mut admitted);
+                pending.push(submission);
+                pending.extend(unchecked);
+                return Err(error);
+            }
+        }
+    }
+    *pending = admitted;
+    let tasks: Vec<&NewTask> = pending.iter().map(|s| &s.task).collect();
+    let groups = task_lifecycle::route_submissions(&worker.store, &tasks).await?;
+    let mut routed = Vec::with_capacity(pending.len());
+    for (submission, group) in std::mem::take(pending).into_iter().zip(groups) {
+        match group {
+            Ok(group) => routed.push((submission, group)),
+            Err(refusal) => {
+                let reason = with_id_note(refusal.to_string(), &submission.task);
+                reject_poison(worker, channel, queue, submission.delivery, &reason).await;
+            }
+        }
+    }
+    let rows: Vec<(&NewTask, &str)> = routed
+        .iter()
+        .map(|(s, group)| (&s.task, group.as_str()))
+        .collect();
+    let recorded = task_lifecycle::submit_routed(&worker.store, worker.topology(), &rows).await;
+    drop(rows);
+    let submitted = match recorded {
+        Ok(submitted) => submitted,
+        Err(error) if error.is_refused_data() => {
+            // One of them holds what PostgreSQL refuses: each goes in alone, so only that one
+            // is dead-lettered rather than the batch waiting for ever.
+            warn!(%error, "a batch of submissions was refused; recording each alone");
+            return record_each(worker, channel, queue, pending, routed).await;
+        }
+        Err(error) => {
+            pending.extend(routed.into_iter().map(|(submission, _)| submission));
+            return Err(error);
+        }
+    };
+    let created = submitted.iter().filter(|s| s.created).count();
+    debug!(
+        submissions = submitted.len(),
+        created, "submissions recorded"
+    );
+    metrics::counter!("chime_worker_submissions_total").increment(submitted.len() as u64);
+    for (submission, _) in routed {
+        ack(&submission.delivery).await;
+    }
+    Ok(())
+}
+
+/// Records each routed submission in its own statement, dead-lettering those PostgreSQL refuses;
+/// on an outage, those not yet recorded go back to `pending`.
+async fn record_each(
+    worker: &Worker,
+    channel: &Channel,
+    queue: &str,
+    pending: &mut Vec<Submission>,
+    routed: Vec<(Submission, String)>,
+) -> Result<(), StoreError> {
+    let mut items = routed.into_iter();
+    while let Some((submission, group)) = items.next() {
+        let one = [(&submission.task, group.as_str())];
+        match task_lifecycle::submit_routed(&worker.store, worker.topology(), &one).await {
+            Ok(_) => ack(&submission.delivery).await,
+            Err(error) if error.is_refused_data() => {
+                reject_poison(
+                    worker,
+                    channel,
+                    queue,
+                    submission.delivery,
+                    &error.to_string(),
+                )
+                .await;
+            }
+            Err(error) => {
+                pending.push(submission);
+                pending.extend(items.map(|(submission, _)| submission));
+                return Err(error);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Says, in a refusal's dead-letter reason, that a submission without an id makes a new task each
+/// time it is published.
+fn with_id_note(mut reason: String, task: &NewTask) -> String {
+    if task.id.is_none() {
+        reason.push_str(
+            " (this submission had neither an `id` nor an AMQP message_id: set one so that a \
+             redelivered or re-published submission makes one task)",
+        );
+    }
+    reason
+}
