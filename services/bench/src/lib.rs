@@ -8,4 +8,5 @@ pub mod lag;
 pub mod pickup;
 pub mod recovery;
 pub mod schedule;
+pub mod submit;
 pub mod tasks;

@@ -346,6 +346,20 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         workers: usize,
     },
+    /// N noop submissions through one front door of a default `chime up` (started on its own
+    /// database): submissions/s accepted and tasks/s end to end.
+    Submit {
+        /// The door: amqp (`<prefix>.submit`), http (single POST /api/v1/tasks), or batch
+        /// (POST /api/v1/tasks/batch, 1,000 a request).
+        #[arg(long)]
+        via: chime_bench::submit::Via,
+        /// How many submissions.
+        #[arg(long, default_value_t = 10_000)]
+        count: usize,
+        /// Concurrent HTTP clients (http and batch).
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+    },
     /// Next-fire computations per second on one core.
     Schedule {
         /// How long to run.
@@ -676,6 +690,20 @@ async fn run(cli: Cli) -> Result<()> {
                 chime_bench::tasks::run(&settings(global, None)?, count, concurrency, workers)
                     .await
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", figures.line());
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Submit {
+            via,
+            count,
+            clients,
+        }) => {
+            if count == 0 || clients == 0 {
+                return Err(BadInput("--count and --clients must be at least 1".into()).into());
+            }
+            let figures = chime_bench::submit::run(&settings(global, None)?, via, count, clients)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", figures.line());
             Ok(())
         }

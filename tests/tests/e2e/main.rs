@@ -18,6 +18,7 @@ mod retention;
 mod scale;
 mod schedule;
 mod security;
+mod submissions;
 mod triggers;
 mod worker;
 mod worker_process;

@@ -13,8 +13,12 @@ use crate::client::ApiClient;
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
     /// Executor kind: shell, http, noop, or a kind configured on workers.
-    #[arg(long)]
-    kind: String,
+    #[arg(long, required_unless_present = "file")]
+    kind: Option<String>,
+    /// Submissions to send in batches, one JSON object a line as `POST /api/v1/tasks` takes it
+    /// (`-`: standard input); prints one id a line, in order.
+    #[arg(long, conflicts_with_all = ["kind", "wait", "json", "command", "script", "spec", "id"])]
+    file: Option<std::path::PathBuf>,
     /// Worker group (default: the kind's route, else `default`).
     #[arg(long = "worker-group", alias = "group")]
     group: Option<String>,
@@ -81,8 +85,11 @@ pub struct SubmitArgs {
     command: Vec<String>,
 }
 
-/// Submits the task; with `--wait`, waits for its end.
+/// Submits the task (or, with `--file`, every line's); with `--wait`, waits for its end.
 pub async fn run(client: &ApiClient, args: SubmitArgs) -> Result<()> {
+    if let Some(file) = &args.file {
+        return submit_file(client, file).await;
+    }
     let task = new_task(&args)?;
     let (_, view): (_, TaskView) = client.post("/api/v1/tasks", &task).await?;
     if args.json {
@@ -142,7 +149,102 @@ fn exit_code(task: &TaskView) -> u8 {
     }
 }
 
+/// How many submissions one `POST /api/v1/tasks/batch` carries (the API's most).
+const FILE_BATCH: usize = 1000;
+
+/// `submit --file`: every line a submission, sent in batches; each batch is written whole or
+/// not at all, so an error names its line and says how many went in before it.
+async fn submit_file(client: &ApiClient, file: &std::path::Path) -> Result<()> {
+    use std::io::BufRead;
+    let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let opened = std::fs::File::open(file)
+            .with_context(|| format!("--file: cannot read {}", file.display()))?;
+        Box::new(std::io::BufReader::new(opened))
+    };
+    let submit_user = std::env::var("USER").ok();
+    let mut batch: Vec<NewTask> = Vec::with_capacity(FILE_BATCH);
+    let mut lines: Vec<usize> = Vec::with_capacity(FILE_BATCH);
+    let mut sent = 0;
+    for (index, line) in reader.lines().enumerate() {
+        let number = index + 1;
+        let line = line.with_context(|| format!("--file: reading line {number}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut task: NewTask = serde_json::from_str(&line)
+            .map_err(|e| anyhow::anyhow!("line {number}: {e}{}", recorded_before(sent)))?;
+        if task.submit_user.is_none() {
+            task.submit_user.clone_from(&submit_user);
+        }
+        task.validate()
+            .map_err(|e| anyhow::anyhow!("line {number}: {e}{}", recorded_before(sent)))?;
+        batch.push(task);
+        lines.push(number);
+        if batch.len() == FILE_BATCH {
+            sent += send_batch(client, &mut batch, &mut lines, sent).await?;
+        }
+    }
+    if !batch.is_empty() {
+        send_batch(client, &mut batch, &mut lines, sent).await?;
+    }
+    Ok(())
+}
+
+/// Sends one batch, prints its ids, and empties it; an error names the line of the submission
+/// the API refused.
+async fn send_batch(
+    client: &ApiClient,
+    batch: &mut Vec<NewTask>,
+    lines: &mut Vec<usize>,
+    sent: usize,
+) -> Result<usize> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        tasks: Vec<Submitted>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Submitted {
+        id: uuid::Uuid,
+    }
+    let body = json!({ "tasks": &*batch });
+    let answer: Result<(_, Answer)> = client.post("/api/v1/tasks/batch", &body).await;
+    let (_, answer) = answer.map_err(|error| {
+        let message = error.to_string();
+        // "tasks[3]: …" from the API is the batch's fourth submission: its line.
+        let line = message
+            .strip_prefix("tasks[")
+            .and_then(|rest| rest.split_once(']'))
+            .and_then(|(index, rest)| Some((lines.get(index.parse::<usize>().ok()?)?, rest)));
+        match line {
+            Some((line, rest)) => anyhow::anyhow!(
+                "line {line}: {}{}",
+                rest.trim_start_matches(':').trim_start(),
+                recorded_before(sent)
+            ),
+            None => anyhow::anyhow!("{message}{}", recorded_before(sent)),
+        }
+    })?;
+    for task in &answer.tasks {
+        println!("{}", task.id);
+    }
+    let n = batch.len();
+    batch.clear();
+    lines.clear();
+    Ok(n)
+}
+
+/// Says, after an error, how many submissions were recorded before it.
+fn recorded_before(sent: usize) -> String {
+    match sent {
+        0 => " (nothing was submitted)".to_string(),
+        n => format!(" ({n} submissions before it were recorded; their ids are printed above)"),
+    }
+}
+
 fn new_task(args: &SubmitArgs) -> Result<NewTask> {
+    let kind = args.kind.clone().unwrap_or_default();
     let spec = match (&args.spec, &args.script, args.command.is_empty()) {
         (Some(spec), _, true) => json_arg("--spec", spec)?,
         (Some(_), _, false) => bail!("give the command either after -- or in --spec, not both"),
@@ -150,19 +252,19 @@ fn new_task(args: &SubmitArgs) -> Result<NewTask> {
         (None, Some(_), false) => {
             bail!("give the command either after -- or with --script, not both")
         }
-        (None, None, false) if args.kind == "shell" => json!({ "command": args.command }),
+        (None, None, false) if kind == "shell" => json!({ "command": args.command }),
         (None, None, false) => bail!(
             "only the shell kind takes a command after --; give a {} task's input with --spec JSON",
-            args.kind
+            kind
         ),
-        (None, None, true) if args.kind == "shell" => bail!(
+        (None, None, true) if kind == "shell" => bail!(
             "a shell task needs a command: chime submit --kind shell -- CMD [ARGS…], or --script 'CMD'"
         ),
         (None, None, true) => json!({}),
     };
     let mut spec = spec;
     if let Some(cwd) = &args.cwd {
-        match (args.kind.as_str(), spec.as_object_mut()) {
+        match (kind.as_str(), spec.as_object_mut()) {
             ("shell", Some(fields)) => {
                 fields.insert("cwd".into(), json!(cwd));
             }
@@ -175,7 +277,7 @@ fn new_task(args: &SubmitArgs) -> Result<NewTask> {
     };
     let task = NewTask {
         id: args.id,
-        kind: args.kind.clone(),
+        kind,
         group: args.group.clone(),
         spec,
         data,

@@ -1,0 +1,350 @@
+//! `chime bench submit --via amqp|http|batch --count N [--clients C]`: N noop submissions through
+//! one front door of a default `chime up` (started by the benchmark, on its own database and
+//! prefix), measured twice: accepted (every publish confirmed by the broker, or every HTTP answer
+//! received) and end to end (the first submission to the last task `succeeded`).
+//!
+//! - `amqp`: published with ids to `<prefix>.submit` from one channel with confirms; the same
+//!   ids are then published again, and the run checks that they made no task.
+//! - `http`: single `POST /api/v1/tasks` requests from C keep-alive clients.
+//! - `batch`: `POST /api/v1/tasks/batch` with 1,000 submissions each, from C clients.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use chime_core::bus::Topology;
+use chime_core::config::Settings;
+use chime_core::model::NewTask;
+use chime_core::model::message::SubmitMessage;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+use uuid::Uuid;
+
+use crate::installation::{BenchResult, Installation};
+
+/// Which door the submissions come through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// `<prefix>.submit`, any AMQP client's way.
+    Amqp,
+    /// Single `POST /api/v1/tasks`.
+    Http,
+    /// `POST /api/v1/tasks/batch`.
+    Batch,
+}
+
+impl std::str::FromStr for Via {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "amqp" => Ok(Self::Amqp),
+            "http" => Ok(Self::Http),
+            "batch" => Ok(Self::Batch),
+            _ => Err(format!("{s:?}: expected amqp, http or batch")),
+        }
+    }
+}
+
+impl std::fmt::Display for Via {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Amqp => "amqp",
+            Self::Http => "http",
+            Self::Batch => "batch",
+        })
+    }
+}
+
+/// What one run measured.
+#[derive(Debug, Clone)]
+pub struct Figures {
+    /// The door.
+    pub via: Via,
+    /// Submissions.
+    pub count: usize,
+    /// Concurrent HTTP clients (1 for AMQP).
+    pub clients: usize,
+    /// Submissions per second, until the last was accepted.
+    pub accepted_per_s: f64,
+    /// Tasks per second, first submission to last success.
+    pub tasks_per_s: f64,
+    /// Tasks made by publishing every id again (AMQP; should be 0).
+    pub again_new_tasks: Option<i64>,
+    /// Peak resident memory of the `chime up` process, kB.
+    pub up_peak_rss_kb: u64,
+}
+
+impl Figures {
+    /// The machine-readable line.
+    pub fn line(&self) -> String {
+        let again = self
+            .again_new_tasks
+            .map(|n| format!(" again_new_tasks={n}"))
+            .unwrap_or_default();
+        format!(
+            "bench submit via={} count={} clients={} accepted_per_s={:.0} tasks_per_s={:.0} up_peak_rss_kb={}{again}",
+            self.via,
+            self.count,
+            self.clients,
+            self.accepted_per_s,
+            self.tasks_per_s,
+            self.up_peak_rss_kb
+        )
+    }
+}
+
+/// Runs the benchmark against a `chime up` of this binary on a fresh installation.
+pub async fn run(
+    settings: &Settings,
+    via: Via,
+    count: usize,
+    clients: usize,
+) -> BenchResult<Figures> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let installation = Installation::create(settings, "submit").await?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let base = format!("http://127.0.0.1:{port}");
+    let up = spawn_up(installation.settings(), port)?;
+    let result = measure(&installation, &base, via, count, clients, &up).await;
+    stop(up).await;
+    installation.finish().await?;
+    result
+}
+
+async fn measure(
+    installation: &Installation,
+    base: &str,
+    via: Via,
+    count: usize,
+    clients: usize,
+    up: &tokio::process::Child,
+) -> BenchResult<Figures> {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = http.get(format!("{base}/readyz")).send().await;
+        if ready.is_ok_and(|r| r.status().is_success()) {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err("chime up did not become ready within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Let the worker register and start consuming before the clock starts.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let settings = installation.settings();
+    let topology = Topology::new(settings.prefix.clone());
+    let ids: Vec<Uuid> = (0..count).map(|_| Uuid::now_v7()).collect();
+    let started = Instant::now();
+    match via {
+        Via::Amqp => publish(&settings.amqp_url, &topology, &ids).await?,
+        Via::Http => post_each(&http, base, count, clients).await?,
+        Via::Batch => post_batches(&http, base, &ids, clients).await?,
+    }
+    let accepted_s = started.elapsed().as_secs_f64();
+    wait_succeeded(installation, count as i64).await?;
+    let end_to_end_s = started.elapsed().as_secs_f64();
+    let again_new_tasks = if via == Via::Amqp {
+        // The same ids again, then one new: once it is a task, the others were taken (one
+        // consumer, in order).
+        let sentinel = Uuid::now_v7();
+        let mut again = ids.clone();
+        again.push(sentinel);
+        publish(&settings.amqp_url, &topology, &again).await?;
+        wait_succeeded(installation, count as i64 + 1).await?;
+        let tasks: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks")
+            .fetch_one(installation.store.pool())
+            .await?;
+        Some(tasks - count as i64 - 1)
+    } else {
+        None
+    };
+    Ok(Figures {
+        via,
+        count,
+        clients: if via == Via::Amqp { 1 } else { clients },
+        accepted_per_s: count as f64 / accepted_s.max(1e-9),
+        tasks_per_s: count as f64 / end_to_end_s.max(1e-9),
+        again_new_tasks,
+        up_peak_rss_kb: up.id().map_or(0, peak_rss_kb),
+    })
+}
+
+/// Publishes a noop submission per id, with confirms, waiting for them in windows.
+async fn publish(amqp_url: &str, topology: &Topology, ids: &[Uuid]) -> BenchResult<()> {
+    let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let exchange = topology.submit_exchange();
+    for window in ids.chunks(1000) {
+        let mut confirms = Vec::with_capacity(window.len());
+        for id in window {
+            let body = SubmitMessage(NewTask {
+                id: Some(*id),
+                kind: "noop".into(),
+                ..NewTask::default()
+            })
+            .encode();
+            let confirm = channel
+                .basic_publish(
+                    exchange.as_str().into(),
+                    exchange.as_str().into(),
+                    BasicPublishOptions::default(),
+                    &body,
+                    BasicProperties::default().with_delivery_mode(2),
+                )
+                .await?;
+            confirms.push(confirm);
+        }
+        for confirm in confirms {
+            if !confirm.await?.is_ack() {
+                return Err("the broker refused a submission".into());
+            }
+        }
+    }
+    let _ = conn.close(200, "done".into()).await;
+    Ok(())
+}
+
+/// `count` single `POST /api/v1/tasks` from `clients` concurrent keep-alive clients.
+async fn post_each(
+    http: &reqwest::Client,
+    base: &str,
+    count: usize,
+    clients: usize,
+) -> BenchResult<()> {
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let url = format!("{base}/api/v1/tasks");
+    let workers = (0..clients).map(|_| {
+        let (http, url, next) = (http.clone(), url.clone(), next.clone());
+        async move {
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < count {
+                let response = http
+                    .post(&url)
+                    .json(&serde_json::json!({"kind": "noop"}))
+                    .send()
+                    .await?;
+                if !response.status().is_success() {
+                    return Err(format!("POST /api/v1/tasks: HTTP {}", response.status()).into());
+                }
+                response.bytes().await?;
+            }
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+        }
+    });
+    futures::future::try_join_all(workers).await?;
+    Ok(())
+}
+
+/// The ids in batches of 1,000 through `POST /api/v1/tasks/batch`, `clients` at a time.
+async fn post_batches(
+    http: &reqwest::Client,
+    base: &str,
+    ids: &[Uuid],
+    clients: usize,
+) -> BenchResult<()> {
+    let url = format!("{base}/api/v1/tasks/batch");
+    let bodies: Vec<serde_json::Value> = ids
+        .chunks(1000)
+        .map(|chunk| {
+            let tasks: Vec<_> = chunk
+                .iter()
+                .map(|id| serde_json::json!({"kind": "noop", "id": id}))
+                .collect();
+            serde_json::json!({ "tasks": tasks })
+        })
+        .collect();
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
+    let workers = (0..clients).map(|_| {
+        let (http, url, queue) = (http.clone(), url.clone(), queue.clone());
+        async move {
+            loop {
+                let body = match queue.lock() {
+                    Ok(mut bodies) => bodies.pop(),
+                    Err(_) => None,
+                };
+                let Some(body) = body else { return Ok(()) };
+                let response = http.post(&url).json(&body).send().await?;
+                if !response.status().is_success() {
+                    return Err(
+                        format!("POST /api/v1/tasks/batch: HTTP {}", response.status()).into(),
+                    );
+                }
+                response.bytes().await?;
+            }
+        }
+    });
+    futures::future::try_join_all(workers)
+        .await
+        .map(drop)
+        .map_err(|e: Box<dyn std::error::Error + Send + Sync>| e)
+}
+
+/// Waits until `n` tasks have succeeded (an index-backed count, polled every 10 ms).
+async fn wait_succeeded(installation: &Installation, n: i64) -> BenchResult<()> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let done: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE status = 'succeeded'")
+            .fetch_one(installation.store.pool())
+            .await?;
+        if done >= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{done} of {n} tasks succeeded after 10 minutes").into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn spawn_up(settings: &Settings, port: u16) -> BenchResult<tokio::process::Child> {
+    Ok(tokio::process::Command::new(std::env::current_exe()?)
+        .args(["up", "--api-addr", &format!("127.0.0.1:{port}")])
+        .env("CHIME_DATABASE_URL", &settings.database_url)
+        .env("CHIME_AMQP_URL", &settings.amqp_url)
+        .env("CHIME_PREFIX", &settings.prefix)
+        .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+        // It runs the benchmark's noop tasks only, on the bench's throwaway installation.
+        .env("CHIME_WORKER__ALLOW_OPEN_STORE", "true")
+        .env("RUST_LOG", "warn")
+        .env_remove("DATABASE_URL")
+        .env_remove("CHIME_API_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?)
+}
+
+/// Stops `chime up` as an operator would (SIGTERM), killing it if it takes over 15 s.
+async fn stop(mut up: tokio::process::Child) {
+    if let Some(pid) = up.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    if tokio::time::timeout(Duration::from_secs(15), up.wait())
+        .await
+        .is_err()
+    {
+        let _ = up.kill().await;
+    }
+}
+
+/// A process's peak resident memory (`VmHWM`), kB; 0 if unknown.
+fn peak_rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse().ok())
+        })
+        .unwrap_or(0)
+}

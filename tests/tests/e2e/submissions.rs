@@ -1,0 +1,281 @@
+//! Submissions in bulk through every door: AMQP submissions recorded a batch at a time, each
+//! keeping its own fate; `POST /api/v1/tasks/batch`, all or nothing; single requests that share
+//! commits and still fail alone; `chime submit --file`.
+
+use anyhow::{Context, Result};
+use chime_cli::commands::services::Services;
+use chime_core::bus::{Topology, publish_confirmed};
+use chime_core::model::{NewTask, TaskStatus, message::SubmitMessage};
+use chime_tests::{TestEnv, eventually, http};
+use lapin::options::ConfirmSelectOptions;
+use lapin::types::FieldTable;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// How many tasks the store holds.
+async fn task_count(env: &TestEnv) -> Result<i64> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM tasks")
+        .fetch_one(env.store.pool())
+        .await?)
+}
+
+fn noop(id: Uuid) -> Vec<u8> {
+    SubmitMessage(NewTask {
+        id: Some(id),
+        kind: "noop".into(),
+        ..NewTask::default()
+    })
+    .encode()
+}
+
+/// Submissions waiting in the queue when the worker comes are taken as one batch: the good ones
+/// are recorded together, a duplicate id makes one task, and a message that does not decode and
+/// one of an unknown kind are dead-lettered alone with their reasons. The same ids published
+/// again make nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_submissions_in_one_batch_each_keep_their_own_fate() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    topology.declare(&channel).await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let submit = topology.submit_exchange();
+    let publish = |body: Vec<u8>| {
+        let (channel, submit) = (&channel, &submit);
+        async move {
+            publish_confirmed(channel, submit, submit, &body, FieldTable::default()).await?;
+            Ok::<_, anyhow::Error>(())
+        }
+    };
+    let ids: Vec<Uuid> = (0..40).map(|_| Uuid::now_v7()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        publish(noop(*id)).await?;
+        if i == 10 {
+            publish(b"{not json".to_vec()).await?;
+            publish(noop(ids[0])).await?;
+            let unknown = SubmitMessage(NewTask {
+                id: Some(Uuid::now_v7()),
+                kind: "no-such-kind".into(),
+                ..NewTask::default()
+            });
+            publish(unknown.encode()).await?;
+        }
+    }
+    env.start(Services::WORKER).await?;
+    let reasons = chime_tests::wait_dead_letters(&topology, 2).await?;
+    assert!(
+        reasons.iter().any(|r| r.contains("no-such-kind")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("key must be a string")
+            || r.contains("expected")
+            || r.contains("JSON")),
+        "{reasons:?}"
+    );
+    for id in &ids {
+        assert_eq!(env.wait_terminal(*id).await?.status, TaskStatus::Succeeded);
+    }
+    assert_eq!(task_count(&env).await?, 40);
+    // Published again, and a new one after them: once the new one is a task, the others have
+    // been taken (one consumer, in order), and made nothing.
+    for id in &ids {
+        publish(noop(*id)).await?;
+    }
+    let last = Uuid::now_v7();
+    publish(noop(last)).await?;
+    env.wait_terminal(last).await?;
+    assert_eq!(task_count(&env).await?, 41);
+    let _ = conn.close(200, "done".into()).await;
+    env.cleanup().await
+}
+
+/// A batch over HTTP is written whole or not at all: one bad submission is a 422 naming its
+/// index and field and leaves no task; a good batch answers each id in order, and the same ids
+/// again are not created twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_batch_is_all_or_nothing_and_names_its_bad_submission() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let url = format!("{}/api/v1/tasks/batch", env.api_url());
+    let post = |body: Value| {
+        let url = url.clone();
+        async move {
+            let response = http().post(url).json(&body).send().await?;
+            let status = response.status().as_u16();
+            let body: Value = response.json().await?;
+            Ok::<_, anyhow::Error>((status, body))
+        }
+    };
+    let (status, body) = post(json!({"tasks": [
+        {"kind": "noop"},
+        {"kind": "noop", "timeout_ms": -5},
+        {"kind": "noop"},
+    ]}))
+    .await?;
+    assert_eq!(status, 422, "{body}");
+    let error = body["error"].as_str().context("error")?;
+    assert!(
+        error.starts_with("tasks[1]") && error.contains("timeout_ms"),
+        "{error}"
+    );
+    let (status, body) = post(json!({"tasks": [
+        {"kind": "noop"},
+        {"kind": "no-such-kind"},
+    ]}))
+    .await?;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .context("error")?
+            .starts_with("tasks[1]"),
+        "{body}"
+    );
+    let (status, body) = post(json!({"tasks": []})).await?;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        task_count(&env).await?,
+        0,
+        "nothing written by a refused batch"
+    );
+
+    let ids: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
+    let batch = json!({"tasks": [
+        {"kind": "noop", "id": ids[0]},
+        {"kind": "shell", "spec": {"command": ["true"]}, "id": ids[1], "name": "second"},
+        {"kind": "noop", "id": ids[2]},
+        {"kind": "noop", "id": ids[0]},
+    ]});
+    let (status, body) = post(batch.clone()).await?;
+    assert_eq!(status, 201, "{body}");
+    let answered: Vec<(String, bool)> = body["tasks"]
+        .as_array()
+        .context("tasks")?
+        .iter()
+        .map(|t| {
+            (
+                t["id"].as_str().unwrap_or_default().to_string(),
+                t["created"] == json!(true),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, bool)> = vec![
+        (ids[0].to_string(), true),
+        (ids[1].to_string(), true),
+        (ids[2].to_string(), true),
+        (ids[0].to_string(), false),
+    ];
+    assert_eq!(answered, expected);
+    assert_eq!(env.task(ids[1]).await?.name.as_deref(), Some("second"));
+    let (status, body) = post(batch).await?;
+    assert_eq!(status, 201, "{body}");
+    assert!(
+        body["tasks"]
+            .as_array()
+            .context("tasks")?
+            .iter()
+            .all(|t| t["created"] == json!(false)),
+        "{body}"
+    );
+    assert_eq!(task_count(&env).await?, 3);
+    env.cleanup().await
+}
+
+/// Single submissions sent at once share commits, yet each is answered for itself: the one with
+/// an unknown kind fails alone, every other is a task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_submissions_sent_together_fail_alone() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let url = format!("{}/api/v1/tasks", env.api_url());
+    let client = http();
+    let requests = (0..40).map(|i| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let kind = if i == 17 { "no-such-kind" } else { "noop" };
+            let response = client
+                .post(url)
+                .json(&json!({"kind": kind, "name": format!("n{i}")}))
+                .send()
+                .await?;
+            let status = response.status().as_u16();
+            let body: Value = response.json().await?;
+            Ok::<_, anyhow::Error>((i, status, body))
+        }
+    });
+    let answers = futures::future::try_join_all(requests).await?;
+    for (i, status, body) in &answers {
+        if *i == 17 {
+            assert_eq!(*status, 400, "{body}");
+            assert!(
+                body["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("no-such-kind")
+            );
+        } else {
+            assert_eq!(*status, 201, "{body}");
+            assert_eq!(body["name"], json!(format!("n{i}")), "{body}");
+            assert_eq!(body["status"], json!("ready"), "{body}");
+        }
+    }
+    eventually("39 tasks", || async { Ok(task_count(&env).await? == 39) }).await?;
+    env.cleanup().await
+}
+
+/// `chime submit --file` sends every line, prints an id a line in order, and an error names its
+/// line, writing nothing of its batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_file_sends_every_line_and_names_a_bad_one() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let dir = std::env::temp_dir().join(format!("chime-submit-file-{}", Uuid::now_v7()));
+    std::fs::create_dir_all(&dir)?;
+    let good = dir.join("good.jsonl");
+    let id = Uuid::now_v7();
+    std::fs::write(
+        &good,
+        format!(
+            "{{\"kind\":\"noop\",\"id\":\"{id}\"}}\n\n{{\"kind\":\"shell\",\"spec\":{{\"command\":\"true\"}},\"name\":\"two\"}}\n{{\"kind\":\"noop\"}}\n"
+        ),
+    )?;
+    let out = env
+        .chime(&["submit", "--file", &good.to_string_lossy()])
+        .await?;
+    anyhow::ensure!(out.status.success(), "{out:?}");
+    let ids: Vec<Uuid> = String::from_utf8(out.stdout)?
+        .lines()
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[0], id);
+    assert_eq!(env.task(ids[1]).await?.name.as_deref(), Some("two"));
+
+    for (lines, says) in [
+        ("{\"kind\":\"noop\"}\n{\"kind\": noop}\n", "line 2:"),
+        (
+            "{\"kind\":\"noop\"}\n\n{\"kind\":\"no-such-kind\"}\n",
+            "line 3:",
+        ),
+    ] {
+        let bad = dir.join("bad.jsonl");
+        std::fs::write(&bad, lines)?;
+        let out = env
+            .chime(&["submit", "--file", &bad.to_string_lossy()])
+            .await?;
+        assert!(!out.status.success(), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(says),
+            "{stderr}"
+        );
+        assert!(stderr.contains("nothing was submitted"), "{stderr}");
+    }
+    assert_eq!(task_count(&env).await?, 3, "nothing more was written");
+    std::fs::remove_dir_all(&dir)?;
+    env.cleanup().await
+}
