@@ -65,12 +65,16 @@ pub struct Figures {
     pub clients: usize,
     /// Submissions per second, until the last was accepted.
     pub accepted_per_s: f64,
+    /// Submissions per second, until the last was a task in the store.
+    pub recorded_per_s: f64,
     /// Tasks per second, first submission to last success.
     pub tasks_per_s: f64,
     /// Tasks made by publishing every id again (AMQP; should be 0).
     pub again_new_tasks: Option<i64>,
     /// Peak resident memory of the `chime up` process, kB.
     pub up_peak_rss_kb: u64,
+    /// Submissions per commit, on average (AMQP and single HTTP requests; from `/metrics`).
+    pub mean_batch: Option<f64>,
 }
 
 impl Figures {
@@ -80,12 +84,17 @@ impl Figures {
             .again_new_tasks
             .map(|n| format!(" again_new_tasks={n}"))
             .unwrap_or_default();
+        let batch = self
+            .mean_batch
+            .map(|n| format!(" mean_batch={n:.1}"))
+            .unwrap_or_default();
         format!(
-            "bench submit via={} count={} clients={} accepted_per_s={:.0} tasks_per_s={:.0} up_peak_rss_kb={}{again}",
+            "bench submit via={} count={} clients={} accepted_per_s={:.0} recorded_per_s={:.0} tasks_per_s={:.0} up_peak_rss_kb={}{batch}{again}",
             self.via,
             self.count,
             self.clients,
             self.accepted_per_s,
+            self.recorded_per_s,
             self.tasks_per_s,
             self.up_peak_rss_kb
         )
@@ -144,8 +153,9 @@ async fn measure(
         Via::Batch => post_batches(&http, base, &ids, clients).await?,
     }
     let accepted_s = started.elapsed().as_secs_f64();
-    wait_succeeded(installation, count as i64).await?;
+    let recorded_s = wait_succeeded(installation, count as i64, started).await?;
     let end_to_end_s = started.elapsed().as_secs_f64();
+    let mean_batch = mean_batch(&http, base, via).await;
     let again_new_tasks = if via == Via::Amqp {
         // The same ids again, then one new: once it is a task, the others were taken (one
         // consumer, in order).
@@ -153,7 +163,7 @@ async fn measure(
         let mut again = ids.clone();
         again.push(sentinel);
         publish(&settings.amqp_url, &topology, &again).await?;
-        wait_succeeded(installation, count as i64 + 1).await?;
+        wait_succeeded(installation, count as i64 + 1, Instant::now()).await?;
         let tasks: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks")
             .fetch_one(installation.store.pool())
             .await?;
@@ -166,10 +176,36 @@ async fn measure(
         count,
         clients: if via == Via::Amqp { 1 } else { clients },
         accepted_per_s: count as f64 / accepted_s.max(1e-9),
+        recorded_per_s: count as f64 / recorded_s.max(1e-9),
         tasks_per_s: count as f64 / end_to_end_s.max(1e-9),
         again_new_tasks,
         up_peak_rss_kb: up.id().map_or(0, peak_rss_kb),
+        mean_batch,
     })
+}
+
+/// Submissions per commit on average, from the service's own histogram.
+async fn mean_batch(http: &reqwest::Client, base: &str, via: Via) -> Option<f64> {
+    let name = match via {
+        Via::Amqp => "chime_worker_submission_batch_size",
+        Via::Http => "chime_api_submission_batch_size",
+        Via::Batch => return None,
+    };
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let value = |suffix: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{suffix} ")))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    };
+    Some(value("_sum")? / value("_count")?.max(1.0))
 }
 
 /// Publishes a noop submission per id, with confirms, waiting for them in windows.
@@ -284,15 +320,22 @@ async fn post_batches(
         .map_err(|e: Box<dyn std::error::Error + Send + Sync>| e)
 }
 
-/// Waits until `n` tasks have succeeded (an index-backed count, polled every 10 ms).
-async fn wait_succeeded(installation: &Installation, n: i64) -> BenchResult<()> {
+/// Waits until `n` tasks have succeeded (polled every 10 ms); returns how long after `started`
+/// the `n`th task was in the store.
+async fn wait_succeeded(installation: &Installation, n: i64, started: Instant) -> BenchResult<f64> {
     let deadline = Instant::now() + Duration::from_secs(600);
+    let mut recorded_s = None;
     loop {
-        let done: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE status = 'succeeded'")
-            .fetch_one(installation.store.pool())
-            .await?;
+        let (tasks, done): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded') FROM tasks",
+        )
+        .fetch_one(installation.store.pool())
+        .await?;
+        if tasks >= n && recorded_s.is_none() {
+            recorded_s = Some(started.elapsed().as_secs_f64());
+        }
         if done >= n {
-            return Ok(());
+            return Ok(recorded_s.unwrap_or_else(|| started.elapsed().as_secs_f64()));
         }
         if Instant::now() > deadline {
             return Err(format!("{done} of {n} tasks succeeded after 10 minutes").into());
