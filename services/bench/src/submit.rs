@@ -7,6 +7,9 @@
 //!   ids are then published again, and the run checks that they made no task.
 //! - `http`: single `POST /api/v1/tasks` requests from C keep-alive clients.
 //! - `batch`: `POST /api/v1/tasks/batch` with 1,000 submissions each, from C clients.
+//!
+//! `CHIME_BENCH_UP_BIN=PATH` starts another build's `chime up` instead of this binary's, to
+//! measure an earlier commit through the same doors.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -320,7 +323,8 @@ async fn post_batches(
         .map_err(|e: Box<dyn std::error::Error + Send + Sync>| e)
 }
 
-/// Waits until `n` tasks have succeeded (polled every 10 ms); returns how long after `started`
+/// Waits until `n` tasks have succeeded (polled every 50 ms, so that watching costs the run
+/// little); returns how long after `started`
 /// the `n`th task was in the store.
 async fn wait_succeeded(installation: &Installation, n: i64, started: Instant) -> BenchResult<f64> {
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -340,12 +344,18 @@ async fn wait_succeeded(installation: &Installation, n: i64, started: Instant) -
         if Instant::now() > deadline {
             return Err(format!("{done} of {n} tasks succeeded after 10 minutes").into());
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 fn spawn_up(settings: &Settings, port: u16) -> BenchResult<tokio::process::Child> {
-    Ok(tokio::process::Command::new(std::env::current_exe()?)
+    // CHIME_BENCH_UP_BIN measures another build's `chime up` (an earlier commit's, side by side)
+    // through this benchmark's doors.
+    let binary = match std::env::var_os("CHIME_BENCH_UP_BIN") {
+        Some(binary) => std::path::PathBuf::from(binary),
+        None => std::env::current_exe()?,
+    };
+    Ok(tokio::process::Command::new(binary)
         .args(["up", "--api-addr", &format!("127.0.0.1:{port}")])
         .env("CHIME_DATABASE_URL", &settings.database_url)
         .env("CHIME_AMQP_URL", &settings.amqp_url)
