@@ -130,15 +130,55 @@ impl Installation {
         }
     }
 
-    /// Stops the instances and drops the database.
-    pub async fn finish(self) -> BenchResult<()> {
+    /// Stops the instances (their sessions end, so PostgreSQL's statistics hold all they did).
+    pub async fn stop(&mut self) {
         self.shutdown.cancel();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        for node in self.nodes {
+        for node in self.nodes.drain(..) {
             if let Ok(node) = Arc::try_unwrap(node) {
                 node.stopped().await;
             }
         }
+    }
+
+    /// What PostgreSQL has done in this installation's database so far.
+    pub async fn activity(&self) -> BenchResult<Activity> {
+        // Statistics reach the shared counters when a session ends or goes idle; this session's
+        // own are flushed now.
+        let _ = sqlx::query("SELECT pg_stat_force_next_flush()")
+            .execute(self.store.pool())
+            .await;
+        let (commits, wal_bytes): (i64, i64) = sqlx::query_as(
+            "SELECT xact_commit, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint
+             FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .fetch_one(self.store.pool())
+        .await?;
+        let tables: Vec<(String, i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT relname::text, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
+             FROM pg_stat_user_tables ORDER BY relname",
+        )
+        .fetch_all(self.store.pool())
+        .await?;
+        Ok(Activity {
+            commits,
+            wal_bytes,
+            tables: tables
+                .into_iter()
+                .map(|(name, inserted, updated, hot, deleted)| TableActivity {
+                    name,
+                    inserted,
+                    updated,
+                    hot,
+                    deleted,
+                })
+                .collect(),
+        })
+    }
+
+    /// Stops the instances and drops the database.
+    pub async fn finish(mut self) -> BenchResult<()> {
+        self.stop().await;
         self.store.close().await;
         // Its task messages were never meant to be consumed: remove them with their queues.
         let topology = chime_core::bus::Topology::new(self.settings.prefix.clone());
@@ -158,5 +198,82 @@ impl Installation {
         .execute(&self.admin)
         .await?;
         Ok(())
+    }
+}
+
+/// Row changes of one table, from `pg_stat_user_tables`.
+#[derive(Debug, Clone, Default)]
+pub struct TableActivity {
+    /// The table.
+    pub name: String,
+    /// Rows inserted.
+    pub inserted: i64,
+    /// Rows updated (HOT ones included).
+    pub updated: i64,
+    /// Updates that were HOT (no index touched).
+    pub hot: i64,
+    /// Rows deleted.
+    pub deleted: i64,
+}
+
+/// What PostgreSQL did in a benchmark's database: commits, WAL written (the whole server's) and
+/// each table's row changes. Two snapshots give what happened between them.
+#[derive(Debug, Clone, Default)]
+pub struct Activity {
+    /// Transactions committed in the database.
+    pub commits: i64,
+    /// The WAL position, bytes.
+    pub wal_bytes: i64,
+    /// Per table.
+    pub tables: Vec<TableActivity>,
+}
+
+impl Activity {
+    /// What happened since `before`, per task of `tasks`, as one line: commits, WAL bytes, rows
+    /// inserted, updated (HOT) and deleted in all, then per table that changed.
+    pub fn per_task_since(&self, before: &Activity, tasks: usize) -> String {
+        let n = tasks.max(1) as f64;
+        let mut total = TableActivity::default();
+        let mut per_table = Vec::new();
+        for table in &self.tables {
+            let was = before
+                .tables
+                .iter()
+                .find(|t| t.name == table.name)
+                .cloned()
+                .unwrap_or_default();
+            let delta = TableActivity {
+                name: table.name.clone(),
+                inserted: table.inserted - was.inserted,
+                updated: table.updated - was.updated,
+                hot: table.hot - was.hot,
+                deleted: table.deleted - was.deleted,
+            };
+            if delta.inserted + delta.updated + delta.deleted == 0 {
+                continue;
+            }
+            total.inserted += delta.inserted;
+            total.updated += delta.updated;
+            total.hot += delta.hot;
+            total.deleted += delta.deleted;
+            per_table.push(format!(
+                "{}={:.2}/{:.2}({:.2})/{:.2}",
+                delta.name,
+                delta.inserted as f64 / n,
+                delta.updated as f64 / n,
+                delta.hot as f64 / n,
+                delta.deleted as f64 / n
+            ));
+        }
+        format!(
+            "postgres per task: commits={:.2} wal_bytes={:.0} inserted={:.2} updated={:.2} hot={:.2} deleted={:.2} (table=ins/upd(hot)/del: {})",
+            (self.commits - before.commits) as f64 / n,
+            (self.wal_bytes - before.wal_bytes) as f64 / n,
+            total.inserted as f64 / n,
+            total.updated as f64 / n,
+            total.hot as f64 / n,
+            total.deleted as f64 / n,
+            per_table.join(" ")
+        )
     }
 }

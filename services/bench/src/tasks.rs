@@ -15,7 +15,7 @@ use crate::installation::{BenchResult, Installation};
 const SUBMIT_BATCH: usize = 500;
 
 /// What one run measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Figures {
     /// Tasks run.
     pub count: usize,
@@ -31,6 +31,8 @@ pub struct Figures {
     pub p99_ms: f64,
     /// How long submitting took, seconds (the submitter is one loop in this process).
     pub submit_s: f64,
+    /// What PostgreSQL did per task, from submit to the services' stop.
+    pub postgres: String,
 }
 
 impl Figures {
@@ -45,7 +47,7 @@ impl Figures {
             self.p50_ms,
             self.p99_ms,
             self.submit_s
-        )
+        ) + "\nbench tasks " + &self.postgres
     }
 }
 
@@ -63,6 +65,7 @@ pub async fn run(
     // Let the workers register and start consuming before the clock starts.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
 
+    let before = installation.activity().await?;
     let started = Instant::now();
     let mut left = count;
     while left > 0 {
@@ -106,6 +109,8 @@ pub async fn run(
     )
     .fetch_one(store.pool())
     .await?;
+    installation.stop().await;
+    let postgres = installation.activity().await?.per_task_since(&before, count);
     installation.finish().await?;
     Ok(Figures {
         count,
@@ -115,5 +120,6 @@ pub async fn run(
         p50_ms,
         p99_ms,
         submit_s,
+        postgres,
     })
 }

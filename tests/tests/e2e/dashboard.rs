@@ -320,6 +320,9 @@ async fn figures_up(env: &TestEnv) -> Result<(tokio::process::Child, String)> {
         .env("CHIME_AMQP_URL", &env.settings.amqp_url)
         .env("CHIME_PREFIX", &env.settings.prefix)
         .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+        // Its worker runs noop tasks of a throwaway installation.
+        .env("CHIME_WORKER__ALLOW_OPEN_STORE", "true")
+        .env_remove("CHIME_API_TOKEN")
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -127,7 +127,10 @@ pub async fn start_attempts(
         ), moved AS (
             UPDATE tasks t SET status = 'running', worker_id = $3, started_at = now()
             FROM wanted w
-            WHERE t.id = w.id AND t.attempt = w.attempt AND t.status = 'ready'
+            -- 'ready' comes as a parameter so that the cached generic plan cannot read the
+            -- tasks through the live-status index: after a burst of submissions that walks
+            -- every ready task on each start; by the primary key it reads only the batch's.
+            WHERE t.id = w.id AND t.attempt = w.attempt AND t.status = $12
               AND t.worker_group = w.worker_group AND t.kind = w.kind AND t.spec = w.spec
               AND t.data = w.data AND t.timeout_ms IS NOT DISTINCT FROM w.timeout_ms
               AND t.execute_user IS NOT DISTINCT FROM w.execute_user
@@ -168,6 +171,7 @@ pub async fn start_attempts(
     .bind(&data_times)
     .bind(&timeouts)
     .bind(&users)
+    .bind(TaskStatus::Ready.as_str())
     .fetch_all(store.pool())
     .await
     .context("starting attempts")?;
