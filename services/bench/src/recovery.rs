@@ -120,7 +120,9 @@ async fn measure(
     let _ = victim.wait().await;
     wait_for(
         store,
-        "SELECT count(*) FROM task_attempts WHERE attempt = 2",
+        // A re-run attempt has started once its task is at attempt 2 with a start time (its
+        // attempt row comes only when it prints or ends).
+        "SELECT count(*) FROM tasks WHERE attempt = 2 AND started_at IS NOT NULL",
         tasks as i64,
     )
     .await?;
@@ -129,7 +131,7 @@ async fn measure(
                 (SELECT extract(epoch FROM min(stopped_at) - $1)::float8 * 1000 FROM workers
                  WHERE stopped_at IS NOT NULL)
          FROM (SELECT extract(epoch FROM started_at - $1)::float8 * 1000 AS ms
-               FROM task_attempts WHERE attempt = 2) AS a",
+               FROM tasks WHERE attempt = 2) AS a",
     )
     .bind(killed_at)
     .fetch_one(store.pool())

@@ -47,7 +47,8 @@ impl Figures {
             self.p50_ms,
             self.p99_ms,
             self.submit_s
-        ) + "\nbench tasks " + &self.postgres
+        ) + "\nbench tasks "
+            + &self.postgres
     }
 }
 
@@ -110,7 +111,10 @@ pub async fn run(
     .fetch_one(store.pool())
     .await?;
     installation.stop().await;
-    let postgres = installation.activity().await?.per_task_since(&before, count);
+    let postgres = installation
+        .activity()
+        .await?
+        .per_task_since(&before, count);
     installation.finish().await?;
     Ok(Figures {
         count,

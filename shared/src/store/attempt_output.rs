@@ -33,9 +33,16 @@ pub async fn record_running(
     output: &str,
     bytes: u64,
 ) -> Result<(), StoreError> {
+    // The attempt's row is written at its first output (or at its end, whichever comes first).
     sqlx::query(
-        "UPDATE task_attempts SET output = $3, output_bytes = $4
-         WHERE task_id = $1 AND attempt = $2 AND finished_at IS NULL",
+        "INSERT INTO task_attempts AS a (task_id, attempt, worker_id, worker_name, started_at,
+                                         output, output_bytes)
+         SELECT t.id, t.attempt, t.worker_id, w.name, t.started_at, $3, $4
+         FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id
+         WHERE t.id = $1 AND t.attempt = $2 AND t.status = 'running'
+         ON CONFLICT (task_id, attempt) DO UPDATE
+             SET output = excluded.output, output_bytes = excluded.output_bytes
+             WHERE a.finished_at IS NULL",
     )
     .bind(task_id)
     .bind(attempt)
@@ -55,7 +62,8 @@ pub async fn read(
     task_id: Uuid,
     attempt: Option<i32>,
 ) -> Result<(TaskStatus, Option<AttemptOutput>), StoreError> {
-    // (task status, attempt, output, running); the attempt's columns are null without one
+    // (task status, attempt, output, running); the attempt's columns are null without one. A
+    // running attempt that has printed nothing yet has no row of its own: the task's row is it.
     type Row = (
         String,
         Option<i32>,
@@ -64,14 +72,22 @@ pub async fn read(
         Option<i64>,
     );
     let row: Option<Row> = sqlx::query_as(
-        "SELECT t.status, a.attempt, a.output, a.finished_at IS NULL,
+        "SELECT t.status, coalesce(a.attempt, r.attempt), a.output,
+                CASE WHEN a.attempt IS NOT NULL THEN a.finished_at IS NULL
+                     ELSE r.attempt IS NOT NULL END,
                 CASE WHEN a.finished_at IS NULL THEN a.output_bytes END
          FROM tasks t
+         -- the attempt asked for, or the latest with a row; not an earlier one while the
+         -- task runs a later attempt that has no row yet
          LEFT JOIN LATERAL (
              SELECT attempt, output, finished_at, output_bytes FROM task_attempts
              WHERE task_id = t.id AND ($2::int IS NULL OR attempt = $2)
              ORDER BY attempt DESC LIMIT 1
-         ) a ON true
+         ) a ON $2::int IS NOT NULL OR a.attempt >= t.attempt OR t.status <> 'running'
+         -- else the running attempt, as the task's row records it
+         LEFT JOIN LATERAL (
+             SELECT t.attempt WHERE t.status = 'running' AND ($2::int IS NULL OR t.attempt = $2)
+         ) r ON a.attempt IS NULL
          WHERE t.id = $1",
     )
     .bind(task_id)

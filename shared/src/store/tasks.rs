@@ -152,9 +152,17 @@ pub async fn get(store: &Store, id: Uuid) -> Result<TaskView, StoreError> {
         .await
         .context("reading the task")?;
     let row = row.ok_or(StoreError::TaskNotFound(id))?;
+    // A running attempt has no row of its own until it prints or ends: the task's row is it.
     let attempts: Vec<AttemptRow> = sqlx::query_as(
         "SELECT attempt, outcome, worker_name, started_at, finished_at, exit_code, error, output
-         FROM task_attempts WHERE task_id = $1 ORDER BY attempt",
+         FROM task_attempts WHERE task_id = $1
+         UNION ALL
+         SELECT t.attempt, NULL, w.name, t.started_at, NULL, NULL, NULL, NULL
+         FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id
+         WHERE t.id = $1 AND t.status = 'running' AND t.started_at IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM task_attempts a
+                           WHERE a.task_id = t.id AND a.attempt = t.attempt)
+         ORDER BY attempt",
     )
     .bind(id)
     .fetch_all(store.pool())

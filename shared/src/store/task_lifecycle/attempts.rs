@@ -120,8 +120,8 @@ pub async fn start_attempts(
     let started: Vec<MessageParts> = sqlx::query_as(
         r#"
         WITH wanted AS (
-            SELECT * FROM UNNEST($1::uuid[], $2::int[], $5::text[], $6::text[], $7::jsonb[],
-                                 $8::jsonb[], $9::bigint[], $10::bigint[], $11::text[])
+            SELECT * FROM UNNEST($1::uuid[], $2::int[], $4::text[], $5::text[], $6::jsonb[],
+                                 $7::jsonb[], $8::bigint[], $9::bigint[], $10::text[])
                 AS w(id, attempt, worker_group, kind, spec, data, data_time_us, timeout_ms,
                      execute_user)
         ), moved AS (
@@ -130,7 +130,7 @@ pub async fn start_attempts(
             -- 'ready' comes as a parameter so that the cached generic plan cannot read the
             -- tasks through the live-status index: after a burst of submissions that walks
             -- every ready task on each start; by the primary key it reads only the batch's.
-            WHERE t.id = w.id AND t.attempt = w.attempt AND t.status = $12
+            WHERE t.id = ANY($1) AND t.id = w.id AND t.attempt = w.attempt AND t.status = $11
               AND t.worker_group = w.worker_group AND t.kind = w.kind AND t.spec = w.spec
               AND t.data = w.data AND t.timeout_ms IS NOT DISTINCT FROM w.timeout_ms
               AND t.execute_user IS NOT DISTINCT FROM w.execute_user
@@ -141,16 +141,14 @@ pub async fn start_attempts(
               AND EXISTS (SELECT 1 FROM workers k
                           WHERE k.id = $3 AND k.status IN ('online', 'draining')
                             AND coalesce(k.lease_expires_at, 'infinity') > now())
-            RETURNING t.id, t.attempt, t.started_at, t.kind, t.spec, t.worker_group, t.data,
-                      t.data_time, t.timeout_ms, t.execute_user
-        ), opened AS (
-            INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name, started_at)
-            SELECT id, attempt, $3, $4, started_at FROM moved
-            RETURNING task_id, attempt
+            RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+                      t.timeout_ms, t.execute_user
         )
+        -- The attempt's row is written when it ends (or first prints): a running attempt is
+        -- the task's own row (status, worker_id, started_at), which saves a row version each.
         SELECT m.id, m.attempt, m.kind, m.spec, m.worker_group, m.data, m.data_time,
                m.timeout_ms, m.execute_user
-        FROM moved m JOIN opened o ON o.task_id = m.id AND o.attempt = m.attempt
+        FROM moved m
         UNION ALL
         -- the statement's snapshot predates `moved`: these are starts committed earlier
         SELECT t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
@@ -163,7 +161,6 @@ pub async fn start_attempts(
     .bind(&ids)
     .bind(&numbers)
     .bind(worker.id)
-    .bind(&worker.name)
     .bind(&groups)
     .bind(&kinds)
     .bind(&specs)
@@ -330,13 +327,19 @@ pub async fn finish_attempts(
             WHERE t.id = e.id AND t.attempt = e.attempt AND t.status = 'running'
               AND t.worker_id = $9
             RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time, e.outcome,
-                      t.reason, e.exit_code, e.error, e.result, now() AS at
+                      t.reason, e.exit_code, e.error, e.result, now() AS at, t.started_at
         ), attempt AS (
-            UPDATE task_attempts a
-            SET outcome = done.outcome, finished_at = done.at, exit_code = done.exit_code,
-                error = done.error, output = coalesce(done.result->>'output', a.output)
+            -- The attempt's one row, written now; it exists already only if the attempt printed
+            -- while it ran (attempt_output::record_running).
+            INSERT INTO task_attempts AS a (task_id, attempt, worker_id, worker_name, started_at,
+                                            outcome, finished_at, exit_code, error, output)
+            SELECT id, attempt, $9, $11, started_at, outcome, at, exit_code, error,
+                   result->>'output'
             FROM done
-            WHERE a.task_id = done.id AND a.attempt = done.attempt
+            ON CONFLICT (task_id, attempt) DO UPDATE SET
+                outcome = excluded.outcome, finished_at = excluded.finished_at,
+                exit_code = excluded.exit_code, error = excluded.error,
+                output = coalesce(excluded.output, a.output)
         ), unblocked AS (
             -- a job that allows one task at a time may fire again once its task has ended
             UPDATE triggers SET state = 'waiting'
@@ -366,6 +369,7 @@ pub async fn finish_attempts(
     .bind(&errors)
     .bind(worker.id)
     .bind(topology.events_exchange())
+    .bind(&worker.name)
     .fetch_all(store.pool())
     .await
     .context("finishing attempts")?;

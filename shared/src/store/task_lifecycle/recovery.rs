@@ -198,7 +198,7 @@ async fn close_lost_attempts(
     let recovered: Vec<Recovered> = sqlx::query_as(
         r#"
         WITH lost AS (
-            SELECT t.id, t.attempt, CASE
+            SELECT t.id, t.attempt, t.worker_id, t.started_at, CASE
                 WHEN t.kill_requested_at IS NOT NULL THEN 'killed'
                 WHEN t.requests_recovery OR $4 THEN 'ready'
                 WHEN t.failures < t.failed_retries THEN 'retrying'
@@ -208,8 +208,14 @@ async fn close_lost_attempts(
             WHERE t.status = 'running' AND ($3::uuid IS NULL OR t.worker_id = $3)
             FOR UPDATE OF t
         ), closed AS (
-            UPDATE task_attempts a SET outcome = 'lost', finished_at = now(), error = $5
-            FROM lost WHERE a.task_id = lost.id AND a.attempt = lost.attempt
+            -- the attempt's row, written now unless it printed while it ran
+            INSERT INTO task_attempts AS a (task_id, attempt, worker_id, worker_name, started_at,
+                                            outcome, finished_at, error)
+            SELECT lost.id, lost.attempt, lost.worker_id, w.name,
+                   coalesce(lost.started_at, now()), 'lost', now(), $5
+            FROM lost LEFT JOIN workers w ON w.id = lost.worker_id
+            ON CONFLICT (task_id, attempt) DO UPDATE
+                SET outcome = 'lost', finished_at = now(), error = $5
         ), moved AS (
             UPDATE tasks t SET
                 status = lost.next_status,
