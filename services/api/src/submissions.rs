@@ -121,9 +121,35 @@ async fn commit(
         .iter()
         .map(|(task, group)| (*task, group.as_str()))
         .collect();
-    let submitted = task_lifecycle::submit_routed(store, topology, &rows).await;
-    let submitted = match submitted {
+    let submitted = match task_lifecycle::submit_routed(store, topology, &rows).await {
         Ok(submitted) => submitted,
+        Err(error) if error.is_refused_data() && rows.len() > 1 => {
+            // One request carries what PostgreSQL refuses: each goes alone, so only it fails.
+            for (row, answer) in rows.into_iter().zip(waiting) {
+                let single = task_lifecycle::submit_routed(store, topology, &[row]).await;
+                let answered = match single {
+                    Ok(mut one) => match one.pop() {
+                        Some(s) => tasks::get(store, s.id)
+                            .await
+                            .map(|view| (s.created, view))
+                            .map_err(ApiError::from),
+                        None => Err(stopped()),
+                    },
+                    Err(error) => Err(refused(error)),
+                };
+                let _ = answer.send(answered);
+            }
+            return;
+        }
+        Err(error) if error.is_refused_data() => {
+            for answer in waiting {
+                let _ = answer.send(Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    error.to_string(),
+                )));
+            }
+            return;
+        }
         Err(error) => return fail_all(waiting, &error),
     };
     metrics::counter!("chime_api_tasks_submitted_total").increment(submitted.len() as u64);
@@ -146,6 +172,16 @@ async fn commit(
             view.map(|view| (submission.created, view))
                 .map_err(ApiError::from),
         );
+    }
+}
+
+/// The answer to a request the store could not write: 422 if PostgreSQL refused what it
+/// carries (the client's to mend), else as any store error.
+fn refused(error: StoreError) -> ApiError {
+    if error.is_refused_data() {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
+    } else {
+        ApiError::from(error)
     }
 }
 

@@ -143,22 +143,24 @@ impl Installation {
 
     /// What PostgreSQL has done in this installation's database so far.
     pub async fn activity(&self) -> BenchResult<Activity> {
-        // Statistics reach the shared counters when a session ends or goes idle; this session's
-        // own are flushed now.
+        // Statistics reach the shared counters when a session ends or goes idle: the services'
+        // sessions have ended (`stop`), and this one's own are flushed first, on the connection
+        // that then reads them.
+        let mut conn = self.store.pool().acquire().await?;
         let _ = sqlx::query("SELECT pg_stat_force_next_flush()")
-            .execute(self.store.pool())
+            .execute(&mut *conn)
             .await;
         let (commits, wal_bytes): (i64, i64) = sqlx::query_as(
             "SELECT xact_commit, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint
              FROM pg_stat_database WHERE datname = current_database()",
         )
-        .fetch_one(self.store.pool())
+        .fetch_one(&mut *conn)
         .await?;
         let tables: Vec<(String, i64, i64, i64, i64)> = sqlx::query_as(
             "SELECT relname::text, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
              FROM pg_stat_user_tables ORDER BY relname",
         )
-        .fetch_all(self.store.pool())
+        .fetch_all(&mut *conn)
         .await?;
         Ok(Activity {
             commits,

@@ -83,6 +83,7 @@ pub async fn consume(
             info!("consuming");
             loop {
                 tokio::select! {
+                    biased;
                     _ = shutdown.cancelled() => {
                         // Running attempts hold clones of the channel and ack on it; it closes
                         // when the last of them is done.
@@ -125,8 +126,13 @@ pub async fn consume(
     .await;
 }
 
-/// The submissions that came with `first`: up to `submit_batch` of them, or what arrived within
-/// `submit_batch_window_ms` of it. Also says whether the consumer broke meanwhile.
+/// The most bytes of submissions recorded together: a batch of large submissions stays well
+/// within what one statement (and one outbox row) can carry.
+const SUBMIT_BATCH_BYTES: usize = 8 * 1024 * 1024;
+
+/// The submissions that came with `first`: up to `submit_batch` of them (and
+/// [`SUBMIT_BATCH_BYTES`]), or what arrived within `submit_batch_window_ms` of it. Also says
+/// whether the consumer broke meanwhile.
 async fn collect_batch(
     worker: &Worker,
     consumer: &mut lapin::Consumer,
@@ -134,10 +140,14 @@ async fn collect_batch(
 ) -> (Vec<lapin::message::Delivery>, bool) {
     let (size, window) = worker.submit_batch;
     let deadline = tokio::time::Instant::now() + window;
+    let mut bytes = first.data.len();
     let mut batch = vec![first];
-    while batch.len() < size {
+    while batch.len() < size && bytes < SUBMIT_BATCH_BYTES {
         match tokio::time::timeout_at(deadline, consumer.next()).await {
-            Ok(Some(Ok(delivery))) => batch.push(delivery),
+            Ok(Some(Ok(delivery))) => {
+                bytes += delivery.data.len();
+                batch.push(delivery);
+            }
             Ok(Some(Err(_)) | None) => return (batch, true),
             Err(_) => break,
         }

@@ -29,6 +29,9 @@ use tracing::{debug, warn};
 use crate::Worker;
 use crate::delivery::{ack, reject_poison, requeue};
 
+/// How long a stopping worker waits for a batch being recorded.
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
+
 /// One submission of the batch, decoded and valid, with who published it.
 struct Submission {
     delivery: Delivery,
@@ -53,7 +56,21 @@ pub async fn handle_batch(worker: &Worker, channel: Channel, queue: &str, batch:
     }
     let mut delay = Duration::from_millis(100);
     while !pending.is_empty() {
-        match record(worker, &channel, queue, &mut pending).await {
+        // A stopping worker gives a commit under way a while to finish, then leaves: what is
+        // not acked comes back to the queue when its channel closes (an id keeps it one task).
+        let drained = async {
+            worker.draining.cancelled().await;
+            tokio::time::sleep(DRAIN_WAIT).await;
+        };
+        let recorded = tokio::select! {
+            biased;
+            recorded = record(worker, &channel, queue, &mut pending) => recorded,
+            () = drained => {
+                warn!("stopping with submissions not recorded; they go back to the queue");
+                return;
+            }
+        };
+        match recorded {
             Ok(()) => return,
             Err(error) => {
                 // Held, not requeued, while the database is unreachable: a requeue would only

@@ -188,6 +188,17 @@ impl NewTask {
         if self.kind.trim().is_empty() {
             return Err(SubmissionError::MissingKind);
         }
+        // PostgreSQL's timestamps reach back to 4713 BC only, where jiff's go further: a data
+        // time past its range would fail the whole batch it was written with.
+        if self
+            .data_time
+            .is_some_and(|t| !(-62_135_596_800..=253_402_300_799).contains(&t.as_second()))
+        {
+            return Err(SubmissionError::OutOfRange {
+                field: "data_time",
+                expected: "between 0001-01-01 and 9999-12-31",
+            });
+        }
         if !is_valid_name(&self.kind) {
             return Err(SubmissionError::InvalidName {
                 field: "kind",

@@ -37,7 +37,7 @@ pub async fn record_running(
     sqlx::query(
         "INSERT INTO task_attempts AS a (task_id, attempt, worker_id, worker_name, started_at,
                                          output, output_bytes)
-         SELECT t.id, t.attempt, t.worker_id, w.name, t.started_at, $3, $4
+         SELECT t.id, t.attempt, t.worker_id, w.name, coalesce(t.started_at, now()), $3, $4
          FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id
          WHERE t.id = $1 AND t.attempt = $2 AND t.status = 'running'
          ON CONFLICT (task_id, attempt) DO UPDATE

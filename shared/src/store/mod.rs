@@ -85,11 +85,15 @@ impl StoreError {
             if e.code().as_deref() == Some("40P01"))
     }
 
-    /// Whether PostgreSQL refused what was written (a data exception or a broken constraint,
-    /// SQLSTATE classes 22 and 23): the same rows would be refused again, unlike an outage.
+    /// Whether PostgreSQL refused the statement for what it carried (a data exception, a broken
+    /// constraint, a value too large, …): sent again, it would be refused again. An outage is
+    /// not (no connection, a server shutting down, a deadlock, no resources: SQLSTATE classes
+    /// 08, 40, 53, 57 and 58, or no answer at all).
     pub fn is_refused_data(&self) -> bool {
         matches!(self, Self::Database { source: sqlx::Error::Database(e), .. }
-            if e.code().is_some_and(|code| code.starts_with("22") || code.starts_with("23")))
+        if e.code().is_some_and(|code| {
+            !["08", "40", "53", "57", "58"].iter().any(|class| code.starts_with(class))
+        }))
     }
 }
 

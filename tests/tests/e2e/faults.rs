@@ -307,8 +307,10 @@ async fn a_worker_kills_an_attempt_recovery_took_from_it() -> Result<()> {
     let pid = Pid::from_raw(read_pid().context("a pid")?);
     // What recovery does to the attempt of a worker it declared dead.
     sqlx::query(
-        "WITH a AS (UPDATE task_attempts SET outcome = 'lost', finished_at = now()
-                    WHERE task_id = $1)
+        "WITH a AS (INSERT INTO task_attempts (task_id, attempt, outcome, finished_at)
+                    VALUES ($1, 1, 'lost', now())
+                    ON CONFLICT (task_id, attempt)
+                    DO UPDATE SET outcome = 'lost', finished_at = now())
          UPDATE tasks SET status = 'failed', reason = 'lost', worker_id = NULL,
                 finished_at = now() WHERE id = $1",
     )

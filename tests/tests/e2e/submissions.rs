@@ -135,6 +135,19 @@ async fn an_http_batch_is_all_or_nothing_and_names_its_bad_submission() -> Resul
             .starts_with("tasks[1]"),
         "{body}"
     );
+    let (status, body) = post(json!({"tasks": [
+        {"kind": "noop"},
+        {"kind": "noop", "data_time": "-005000-01-01T00:00:00Z"},
+    ]}))
+    .await?;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .context("error")?
+            .starts_with("tasks[1]"),
+        "{body}"
+    );
     let (status, body) = post(json!({"tasks": []})).await?;
     assert_eq!(status, 422, "{body}");
     assert_eq!(
@@ -186,7 +199,8 @@ async fn an_http_batch_is_all_or_nothing_and_names_its_bad_submission() -> Resul
 }
 
 /// Single submissions sent at once share commits, yet each is answered for itself: the one with
-/// an unknown kind fails alone, every other is a task.
+/// an unknown kind and the one whose data PostgreSQL cannot store (a NUL character) fail alone,
+/// every other is a task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn single_submissions_sent_together_fail_alone() -> Result<()> {
     let mut env = TestEnv::new().await?;
@@ -197,9 +211,14 @@ async fn single_submissions_sent_together_fail_alone() -> Result<()> {
         let (client, url) = (client.clone(), url.clone());
         async move {
             let kind = if i == 17 { "no-such-kind" } else { "noop" };
+            let data = if i == 23 {
+                json!({"text": "a\u{0}b"})
+            } else {
+                json!({})
+            };
             let response = client
                 .post(url)
-                .json(&json!({"kind": kind, "name": format!("n{i}")}))
+                .json(&json!({"kind": kind, "name": format!("n{i}"), "data": data}))
                 .send()
                 .await?;
             let status = response.status().as_u16();
@@ -217,13 +236,15 @@ async fn single_submissions_sent_together_fail_alone() -> Result<()> {
                     .unwrap_or_default()
                     .contains("no-such-kind")
             );
+        } else if *i == 23 {
+            assert!(matches!(status, 400 | 422), "{status} {body}");
         } else {
             assert_eq!(*status, 201, "{body}");
             assert_eq!(body["name"], json!(format!("n{i}")), "{body}");
             assert_eq!(body["status"], json!("ready"), "{body}");
         }
     }
-    eventually("39 tasks", || async { Ok(task_count(&env).await? == 39) }).await?;
+    eventually("38 tasks", || async { Ok(task_count(&env).await? == 38) }).await?;
     env.cleanup().await
 }
 

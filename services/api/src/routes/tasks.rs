@@ -13,8 +13,10 @@ use crate::auth::{Caller, may_execute_as};
 use crate::error::{ApiError, ApiJson, ErrorBody};
 use crate::state::AppState;
 
-/// Submits an ad-hoc task: the task and its message commit together; the message is published to
-/// the worker group's queue by the outbox relay.
+/// Submits an ad-hoc task: the task and its message commit together (with other requests that
+/// arrived at the same time); the message is published to the worker group's queue by the outbox
+/// relay. The answer is the task as created, without the reasons it may wait (`GET` the task for
+/// them).
 #[utoipa::path(
     post, path = "/api/v1/tasks", tag = "tasks",
     request_body = NewTask,
@@ -139,7 +141,16 @@ pub async fn create_tasks(
         .iter()
         .map(|(task, group)| (*task, group.as_str()))
         .collect();
-    let submitted = task_lifecycle::submit_routed(&state.store, topology, &rows).await?;
+    let submitted = task_lifecycle::submit_routed(&state.store, topology, &rows)
+        .await
+        .map_err(|error| {
+            if error.is_refused_data() {
+                // What one submission carries, which PostgreSQL refuses: nothing was written.
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, format!("tasks: {error}"))
+            } else {
+                ApiError::from(error)
+            }
+        })?;
     metrics::counter!("chime_api_tasks_submitted_total").increment(submitted.len() as u64);
     let tasks = submitted
         .into_iter()

@@ -17,7 +17,12 @@ pub struct SubmitArgs {
     kind: Option<String>,
     /// Submissions to send in batches, one JSON object a line as `POST /api/v1/tasks` takes it
     /// (`-`: standard input); prints one id a line, in order.
-    #[arg(long, conflicts_with_all = ["kind", "wait", "json", "command", "script", "spec", "id"])]
+    #[arg(long, conflicts_with_all = [
+        "kind", "group", "script", "spec", "data", "data_time", "timeout_ms", "priority",
+        "execute_user", "reject_retries", "reject_interval_ms", "failed_retries",
+        "failed_interval_ms", "backoff", "requests_recovery", "cwd", "name", "id", "wait", "json",
+        "command",
+    ])]
     file: Option<std::path::PathBuf>,
     /// Worker group (default: the kind's route, else `default`).
     #[arg(long = "worker-group", alias = "group")]
@@ -152,6 +157,9 @@ fn exit_code(task: &TaskView) -> u8 {
 /// How many submissions one `POST /api/v1/tasks/batch` carries (the API's most).
 const FILE_BATCH: usize = 1000;
 
+/// How many bytes of submissions one batch carries, at most: below the API's 16 MiB body limit.
+const FILE_BATCH_BYTES: usize = 12 * 1024 * 1024;
+
 /// `submit --file`: every line a submission, sent in batches; each batch is written whole or
 /// not at all, so an error names its line and says how many went in before it.
 async fn submit_file(client: &ApiClient, file: &std::path::Path) -> Result<()> {
@@ -167,6 +175,7 @@ async fn submit_file(client: &ApiClient, file: &std::path::Path) -> Result<()> {
     let mut batch: Vec<NewTask> = Vec::with_capacity(FILE_BATCH);
     let mut lines: Vec<usize> = Vec::with_capacity(FILE_BATCH);
     let mut sent = 0;
+    let mut bytes = 0;
     for (index, line) in reader.lines().enumerate() {
         let number = index + 1;
         let line = line.with_context(|| format!("--file: reading line {number}"))?;
@@ -180,10 +189,16 @@ async fn submit_file(client: &ApiClient, file: &std::path::Path) -> Result<()> {
         }
         task.validate()
             .map_err(|e| anyhow::anyhow!("line {number}: {e}{}", recorded_before(sent)))?;
+        if bytes + line.len() > FILE_BATCH_BYTES && !batch.is_empty() {
+            sent += send_batch(client, &mut batch, &mut lines, sent).await?;
+            bytes = 0;
+        }
+        bytes += line.len();
         batch.push(task);
         lines.push(number);
         if batch.len() == FILE_BATCH {
             sent += send_batch(client, &mut batch, &mut lines, sent).await?;
+            bytes = 0;
         }
     }
     if !batch.is_empty() {
@@ -222,6 +237,13 @@ async fn send_batch(
                 "line {line}: {}{}",
                 rest.trim_start_matches(':').trim_start(),
                 recorded_before(sent)
+            ),
+            // Not the API's answer (the API unreachable, the answer lost): the batch may or
+            // may not have gone in.
+            None if !message.contains("(HTTP ") => anyhow::anyhow!(
+                "{message} (lines {}–{} may or may not have been recorded; {sent} before them were)",
+                lines.first().copied().unwrap_or_default(),
+                lines.last().copied().unwrap_or_default()
             ),
             None => anyhow::anyhow!("{message}{}", recorded_before(sent)),
         }

@@ -333,8 +333,8 @@ pub async fn finish_attempts(
             -- while it ran (attempt_output::record_running).
             INSERT INTO task_attempts AS a (task_id, attempt, worker_id, worker_name, started_at,
                                             outcome, finished_at, exit_code, error, output)
-            SELECT id, attempt, $9, $11, started_at, outcome, at, exit_code, error,
-                   result->>'output'
+            SELECT id, attempt, $9, $11, coalesce(started_at, at), outcome, at, exit_code,
+                   error, result->>'output'
             FROM done
             ON CONFLICT (task_id, attempt) DO UPDATE SET
                 outcome = excluded.outcome, finished_at = excluded.finished_at,

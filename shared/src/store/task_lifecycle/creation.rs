@@ -152,13 +152,16 @@ pub async fn submit_routed(
         r#"
         WITH new AS (
             -- a client-chosen id given twice in one batch makes one task and one message
+            -- (the first of them: the one told it made the task)
             SELECT DISTINCT ON (id) * FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[],
                                  $6::int[], $7::bigint[], $8::int[], $9::bigint[], $10::jsonb[],
                                  $11::bigint[], $12::bool[], $13::timestamptz[], $14::jsonb[],
                                  $15::text[], $16::text[], $17::jsonb[], $19::text[])
+                WITH ORDINALITY
                 AS n(id, kind, spec, worker_group, priority, reject_retries, reject_interval_ms,
                      failed_retries, failed_interval_ms, backoff, timeout_ms, requests_recovery,
-                     data_time, data, submit_user, execute_user, body, name)
+                     data_time, data, submit_user, execute_user, body, name, ord)
+            ORDER BY id, ord
         ), task AS (
             INSERT INTO tasks (id, kind, spec, worker_group, priority, status, attempt,
                                reject_retries, reject_interval_ms, failed_retries,
