@@ -822,6 +822,7 @@ async function dependenciesPage(main) {
   const fetchGrid = () => api(`/api/v1/dependencies/grid?columns=${COLUMNS}${before ? `&before=${encodeURIComponent(before)}` : ""}`);
   let grid = await fetchGrid();
   let selected = null;
+  let stale = false; // a redraw put off while a question was open
   const detail = h("div");
   const wrap = h("div", { class: "grid-wrap" });
   const cellKey = (job, t) => `${job}|${new Date(t).toISOString().replace(".000Z", "Z")}`;
@@ -970,8 +971,12 @@ async function dependenciesPage(main) {
           }
         }
       }
-      // Not through `serially`: this runs inside it already (the live events' queue).
-      if (refetch) {
+      // Not through `serially`: this runs inside it already (the live events' queue). A new
+      // cell redraws the grid, which would take away an open Kill or Rerun question: then the
+      // redraw waits for the next change after it is answered.
+      if (refetch || stale) {
+        if (main.querySelector(".confirm:not([hidden])")) { stale = true; return; }
+        stale = false;
         grid = await fetchGrid();
         draw();
         const sel = selected && grid.cells.find((x) => x.task_id === selected);

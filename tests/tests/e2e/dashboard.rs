@@ -687,6 +687,51 @@ async fn the_grid_shows_each_jobs_own_runs_and_keeps_its_scroll_under_live_event
         page.eval("window.__not_reloaded === true").await?,
         Value::Bool(true)
     );
+    // An open question survives a new cell: the grid's redraw waits until it is answered.
+    page.eval("document.querySelector('[data-cell=\"default.hourly|2026-11-20T10:00:00Z\"]').click(); true")
+        .await?;
+    page.click("button", "Rerun").await?;
+    page.wait_for_text("for this data time again?").await?;
+    let eight = env
+        .chime_ok(&[
+            "job",
+            "run",
+            "hourly",
+            "--data-time",
+            "2026-11-21T08:00:00Z",
+        ])
+        .await?;
+    env.wait_terminal(eight.parse()?).await?;
+    let ticks = page.eval("window.chimeTicks || 0").await?;
+    page.wait_for(
+        "two live ticks",
+        &format!(
+            "(window.chimeTicks || 0) >= {}",
+            ticks.as_i64().unwrap_or(0) + 2
+        ),
+    )
+    .await?;
+    assert_eq!(
+        page.eval("[...document.querySelectorAll('.confirm:not([hidden])')].some((e) => e.textContent.includes('for this data time again?'))")
+            .await?,
+        Value::Bool(true),
+        "the question is still open"
+    );
+    page.click("button", "No").await?;
+    env.chime_ok(&[
+        "job",
+        "run",
+        "hourly",
+        "--data-time",
+        "2026-11-21T09:00:00Z",
+    ])
+    .await?;
+    page.wait_for(
+        "the 08:00 and 09:00 cells, once the question is answered",
+        "!!document.querySelector('[data-cell=\"default.hourly|2026-11-21T08:00:00Z\"]') \
+         && !!document.querySelector('[data-cell=\"default.hourly|2026-11-21T09:00:00Z\"]')",
+    )
+    .await?;
     browser.close().await;
     env.cleanup().await
 }
