@@ -203,6 +203,31 @@ impl Installation {
     }
 }
 
+/// `binary ARGS…` as a process of its own on the installation of `settings` (its database and
+/// prefix, no configuration file, logs at warn, output discarded), killed if dropped. Its worker,
+/// if it runs one, may run the benchmark's noop tasks as root: the installation is a throwaway.
+pub fn chime_process(
+    settings: &Settings,
+    binary: &std::path::Path,
+    args: &[&str],
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(binary);
+    command
+        .args(args)
+        .env("CHIME_DATABASE_URL", &settings.database_url)
+        .env("CHIME_AMQP_URL", &settings.amqp_url)
+        .env("CHIME_PREFIX", &settings.prefix)
+        .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+        .env("CHIME_WORKER__ALLOW_OPEN_STORE", "true")
+        .env("RUST_LOG", "warn")
+        .env_remove("DATABASE_URL")
+        .env_remove("CHIME_API_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 /// Row changes of one table, from `pg_stat_user_tables`.
 #[derive(Debug, Clone, Default)]
 pub struct TableActivity {

@@ -5,7 +5,6 @@
 //! comes once the scheduler has run for over 20 s, as in a running cluster, or with `--fresh`
 //! 5 s after it started, as in a rolling restart.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use chime_core::config::Settings;
@@ -147,21 +146,13 @@ async fn measure(
 
 /// The worker to be killed: this same binary, `chime worker`, as a process of its own.
 fn spawn_worker(settings: &Settings, concurrency: usize) -> BenchResult<tokio::process::Child> {
-    Ok(tokio::process::Command::new(std::env::current_exe()?)
-        .args(["worker", "--concurrency", &concurrency.to_string()])
-        .env("CHIME_DATABASE_URL", &settings.database_url)
-        .env("CHIME_AMQP_URL", &settings.amqp_url)
-        .env("CHIME_PREFIX", &settings.prefix)
-        .env("CHIME_CONFIG", "/nonexistent/chime.toml")
-        .env("CHIME_DB_POOL_SIZE", "4")
-        // It runs the benchmark's noop tasks only, on the bench's throwaway installation.
-        .env("CHIME_WORKER__ALLOW_OPEN_STORE", "true")
-        .env("RUST_LOG", "warn")
-        .env_remove("DATABASE_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?)
+    let concurrency = concurrency.to_string();
+    let args = ["worker", "--concurrency", concurrency.as_str()];
+    Ok(
+        crate::installation::chime_process(settings, &std::env::current_exe()?, &args)
+            .env("CHIME_DB_POOL_SIZE", "4")
+            .spawn()?,
+    )
 }
 
 /// Waits (up to two minutes) until `count_sql` counts at least `n`.

@@ -11,7 +11,6 @@
 //! `CHIME_BENCH_UP_BIN=PATH` starts another build's `chime up` instead of this binary's, to
 //! measure an earlier commit through the same doors.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chime_core::bus::Topology;
@@ -355,21 +354,11 @@ fn spawn_up(settings: &Settings, port: u16) -> BenchResult<tokio::process::Child
         Some(binary) => std::path::PathBuf::from(binary),
         None => std::env::current_exe()?,
     };
-    Ok(tokio::process::Command::new(binary)
-        .args(["up", "--api-addr", &format!("127.0.0.1:{port}")])
-        .env("CHIME_DATABASE_URL", &settings.database_url)
-        .env("CHIME_AMQP_URL", &settings.amqp_url)
-        .env("CHIME_PREFIX", &settings.prefix)
-        .env("CHIME_CONFIG", "/nonexistent/chime.toml")
-        // It runs the benchmark's noop tasks only, on the bench's throwaway installation.
-        .env("CHIME_WORKER__ALLOW_OPEN_STORE", "true")
-        .env("RUST_LOG", "warn")
-        .env_remove("DATABASE_URL")
-        .env_remove("CHIME_API_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?)
+    let addr = format!("127.0.0.1:{port}");
+    Ok(
+        crate::installation::chime_process(settings, &binary, &["up", "--api-addr", &addr])
+            .spawn()?,
+    )
 }
 
 /// Stops `chime up` as an operator would (SIGTERM), killing it if it takes over 15 s.

@@ -242,6 +242,8 @@ impl Worker {
         self.attempts.spawn(async move {
             match kind {
                 QueueKind::Group => delivery::handle_task(&worker, channel, &queue, delivery).await,
+                // The consumer records submissions in batches itself; one that arrives here
+                // goes as a batch of one.
                 QueueKind::Submit => {
                     submissions::handle_batch(&worker, channel, &queue, vec![delivery]).await
                 }
