@@ -53,6 +53,7 @@ impl Node {
             &settings.database_url,
             settings.pool_size(role),
             acquire_timeout,
+            true,
         )
         .await?;
         let topology = Topology::new(settings.prefix.clone());

@@ -333,6 +333,7 @@ async fn publish_batch(
 ) -> (Vec<(i64, jiff::Timestamp)>, Vec<i64>, Option<BusError>) {
     let mut outcomes = Outcomes::default();
     let tasks_exchange = topology.tasks_exchange();
+    let events_exchange = topology.events_exchange();
     let claimed_at = tokio::time::Instant::now();
     // Per row: confirms still awaited, and the first failure.
     let mut remaining: Vec<usize> = batch.iter().map(|r| r.messages.len()).collect();
@@ -376,6 +377,15 @@ async fn publish_batch(
             }
         }
         for (sent_so_far, (routing_key, body)) in row.messages.iter().enumerate() {
+            let mut headers = headers(message);
+            if message.exchange == events_exchange
+                && let Some(key) = topology.dependency_routing_key(routing_key, body)
+            {
+                headers.insert(
+                    "BCC".into(),
+                    AMQPValue::FieldArray(vec![AMQPValue::LongString(key.into())].into()),
+                );
+            }
             let sent = channel
                 .basic_publish(
                     message.exchange.as_str().into(),
@@ -385,7 +395,7 @@ async fn publish_batch(
                         ..BasicPublishOptions::default()
                     },
                     body.as_bytes(),
-                    message_properties(headers(message)),
+                    message_properties(headers),
                 )
                 .await;
             match sent {

@@ -9,7 +9,7 @@
 //! | `<p>.worker.<id>`     | exclusive queue          | one worker's commands                     |
 //! | `<p>.submit`          | direct exchange + queue  | ad-hoc tasks from any AMQP client         |
 //! | `<p>.dead`            | fanout exchange + queue  | poison and undeliverable messages         |
-//! | `<p>.dependencies`    | quorum queue on events   | ended and waiting tasks, for dependencies |
+//! | `<p>.dependencies`    | quorum queue on events   | ended and waiting tasks of jobs (`job.<status>.<group>`, sent as `BCC`) |
 //!
 //! Every declaration is idempotent and made after each (re)connection.
 
@@ -148,13 +148,39 @@ impl Topology {
                 .queue_bind(
                     dependencies.clone().into(),
                     self.events_exchange().into(),
-                    format!("task.{status}.#").into(),
+                    format!("job.{status}.#").into(),
                     QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+            // Bound by earlier versions, which sent it every task's events; an event missed
+            // while old and new processes run side by side is found by the dependency sweep.
+            channel
+                .queue_unbind(
+                    dependencies.clone().into(),
+                    self.events_exchange().into(),
+                    format!("task.{status}.#").into(),
                     FieldTable::default(),
                 )
                 .await?;
         }
         Ok(())
+    }
+
+    /// The routing key under which an event also reaches the dependency service's queue, if it
+    /// should: `job.<status>.<group>` for an event (`task.<status>.<group>`, `body` its JSON)
+    /// of a job's task. An ad-hoc task has no downstream jobs, so its events go only to the
+    /// events exchange's own subscribers and cost the dependency service nothing. The relay
+    /// sends the key in a `BCC` header (RabbitMQ's sender-selected distribution), which the
+    /// broker routes by and removes, so subscribers see the event as it was.
+    pub fn dependency_routing_key(&self, routing_key: &str, body: &str) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Event {
+            job_id: Option<i64>,
+        }
+        let rest = routing_key.strip_prefix("task.")?;
+        serde_json::from_str::<Event>(body).ok()?.job_id?;
+        Some(format!("job.{rest}"))
     }
 
     /// Declares a worker group's queue and binds it to the tasks exchange.

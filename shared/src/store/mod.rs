@@ -129,7 +129,7 @@ pub struct Store {
 impl Store {
     /// Connects to `url`, creating the database if it does not exist, and applies the migrations.
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, StoreError> {
-        Self::connect_with(url, pool_size, Duration::from_secs(30)).await
+        Self::connect_with(url, pool_size, Duration::from_secs(30), false).await
     }
 
     /// [`Store::connect`], waiting at most `acquire_timeout` for a connection. A failed
@@ -137,10 +137,15 @@ impl Store {
     /// slow return after a PostgreSQL outage: a background service (a scheduler, a worker, a
     /// dependency service), which retries its round anyway, wants a short one; the API, whose
     /// bursts queue for connections, a long one.
+    ///
+    /// `own_relay`: this process runs an outbox relay that publishes what it writes (woken by
+    /// [`Store::outbox_written`]), so its outbox rows need not wake other processes' relays
+    /// with a NOTIFY.
     pub async fn connect_with(
         url: &str,
         pool_size: u32,
         acquire_timeout: Duration,
+        own_relay: bool,
     ) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)
             .map_err(StoreError::InvalidUrl)?
@@ -151,6 +156,12 @@ impl Store {
                 "idle_in_transaction_session_timeout",
                 IDLE_IN_TRANSACTION_TIMEOUT,
             )]);
+        // Read by the outbox's insert trigger (migration 0014).
+        let options = if own_relay {
+            options.options([("chime.own_relay", "on")])
+        } else {
+            options
+        };
         // pg_stat_activity names the process each session belongs to.
         let options = if options.get_application_name().is_none() {
             options.application_name(&format!("chime[{}]", std::process::id()))

@@ -102,11 +102,16 @@ async fn a_diamond_completes_per_data_time_exactly_once_with_two_services() -> R
                 "group": task.group, "job_id": task.job.as_ref().map(|j| j.id),
                 "data_time": task.data_time, "reason": null, "at": task.finished_at,
             });
+            // Under the key by which the relay sends a job's events to the dependency service.
+            let body = serde_json::to_string(&event)?;
+            let key = topology
+                .dependency_routing_key(&format!("task.succeeded.{}", task.group), &body)
+                .ok_or_else(|| anyhow::anyhow!("a job's event has no dependency routing key"))?;
             publish_confirmed(
                 &channel,
                 &topology.events_exchange(),
-                &format!("task.succeeded.{}", task.group),
-                serde_json::to_vec(&event)?.as_slice(),
+                &key,
+                body.as_bytes(),
                 FieldTable::default(),
             )
             .await?;
