@@ -300,3 +300,120 @@ async fn submit_file_sends_every_line_and_names_a_bad_one() -> Result<()> {
     std::fs::remove_dir_all(&dir)?;
     env.cleanup().await
 }
+
+/// A noop submission whose attempt runs again if its worker dies under it.
+fn recovering_noop(id: Uuid) -> Vec<u8> {
+    SubmitMessage(NewTask {
+        id: Some(id),
+        kind: "noop".into(),
+        requests_recovery: Some(true),
+        ..NewTask::default()
+    })
+    .encode()
+}
+
+/// How many submissions wait in the queue, not yet delivered to a worker.
+async fn submissions_waiting(channel: &lapin::Channel, topology: &Topology) -> Result<u32> {
+    let queue = channel
+        .queue_declare(
+            topology.submit_exchange().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..lapin::options::QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    Ok(queue.message_count())
+}
+
+/// AMQP submissions through a worker killed with -9 in the middle of its batches, then through
+/// a PostgreSQL outage while the next worker holds a batch it cannot record: every submission
+/// with an id becomes exactly one task, none is lost, and only the poison is dead-lettered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Result<()> {
+    let pg = chime_tests::postgres::PrivatePostgres::start().await?;
+    let (_, amqp) = chime_tests::server_urls();
+    let mut env = TestEnv::with_amqp_url(&pg.url(), &amqp).await?;
+    // Recovery of the killed worker's attempts is the scheduler's.
+    env.start(Services::SCHEDULER).await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    topology.declare(&channel).await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let submit = topology.submit_exchange();
+    let publish = |body: Vec<u8>| {
+        let (channel, submit) = (&channel, &submit);
+        async move {
+            publish_confirmed(channel, submit, submit, &body, FieldTable::default()).await?;
+            Ok::<_, anyhow::Error>(())
+        }
+    };
+    let before: Vec<Uuid> = (0..3000).map(|_| Uuid::now_v7()).collect();
+    for (i, id) in before.iter().enumerate() {
+        publish(recovering_noop(*id)).await?;
+        if i == 1500 {
+            publish(b"poison before the kill".to_vec()).await?;
+        }
+    }
+    // Small batches, so that the kill lands between the first commit and the last.
+    let batches = [("CHIME_WORKER__SUBMIT_BATCH", "100")];
+    let mut first = env.spawn_chime_with(&["worker", "--concurrency", "4"], &batches)?;
+    eventually("the first batch to be recorded", || async {
+        Ok(task_count(&env).await? > 0)
+    })
+    .await?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(first.id().context("worker exited")?)?),
+        nix::sys::signal::Signal::SIGKILL,
+    )?;
+    first.wait().await?;
+    let recorded = task_count(&env).await?;
+    assert!(
+        recorded < 3000,
+        "the kill came after every submission was recorded ({recorded})"
+    );
+
+    let mut second = env.spawn_chime_with(&["worker", "--concurrency", "4"], &batches)?;
+    eventually("the submissions before the kill to be recorded", || async {
+        Ok(task_count(&env).await? == 3000)
+    })
+    .await?;
+    pg.stop().await?;
+    // Fewer than the worker's prefetch (twice its batch), so that it holds all of them.
+    let during: Vec<Uuid> = (0..150).map(|_| Uuid::now_v7()).collect();
+    for (i, id) in during.iter().enumerate() {
+        publish(recovering_noop(*id)).await?;
+        if i == 75 {
+            publish(b"poison during the outage".to_vec()).await?;
+        }
+    }
+    // The worker takes them and holds them unacked while it cannot record them.
+    eventually(
+        "the worker to hold the submissions made during the outage",
+        || async { Ok(submissions_waiting(&channel, &topology).await? == 0) },
+    )
+    .await?;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    pg.resume().await?;
+
+    for id in before.iter().chain(&during) {
+        assert_eq!(env.wait_terminal(*id).await?.status, TaskStatus::Succeeded);
+    }
+    assert_eq!(task_count(&env).await?, 3150, "one task per id");
+    let reasons = chime_tests::wait_dead_letters(&topology, 2).await?;
+    assert_eq!(
+        reasons.len(),
+        2,
+        "only the poison is dead-lettered: {reasons:?}"
+    );
+    assert_eq!(chime_tests::dead_letters(&topology).await?, 0);
+    second.kill().await?;
+    let _ = conn.close(200, "done".into()).await;
+    env.cleanup().await?;
+    pg.destroy().await;
+    Ok(())
+}
