@@ -292,7 +292,8 @@ async fn open_channel(amqp_url: &str) -> Option<(lapin::Connection, lapin::Chann
         .ok()
 }
 
-/// Submits ad-hoc tasks through the API and raw AMQP, alternately, every 500 ms; kills a long
+/// Submits ad-hoc tasks through the API and raw AMQP, alternately, every 500 ms, and ten at once
+/// every tenth time; kills a long
 /// task now and then; until `stop`.
 pub async fn ad_hoc(
     api_url: String,
@@ -391,6 +392,16 @@ pub async fn ad_hoc(
         if accepted && let Ok(mut activity) = activity.lock() {
             activity.submitted.push(id);
         }
+        if n.is_multiple_of(10) {
+            let channel = broker.as_ref().map(|(_, channel)| channel);
+            let ids = submit_batch(&http, &api_url, channel, &topology, &log, n).await;
+            if ids.is_empty() && !(n / 10).is_multiple_of(2) {
+                broker = None;
+            }
+            if let Ok(mut activity) = activity.lock() {
+                activity.submitted.extend(ids);
+            }
+        }
         if n.is_multiple_of(15) {
             kill_one(&http, &api_url, &store, &activity).await;
         }
@@ -403,6 +414,79 @@ pub async fn ad_hoc(
         let _ = conn.close(200, "done".into()).await;
     }
     Ok(())
+}
+
+/// Ten submissions at once, through `POST /api/v1/tasks/batch` or (every other time) as a
+/// burst of AMQP publishes that the worker records as one batch; the ids accepted (the HTTP
+/// batch is all or nothing; each publish counts once its confirm came).
+async fn submit_batch(
+    http: &reqwest::Client,
+    api_url: &str,
+    channel: Option<&lapin::Channel>,
+    topology: &Topology,
+    log: &Path,
+    n: u64,
+) -> Vec<Uuid> {
+    let ids: Vec<Uuid> = (0..10).map(|_| Uuid::now_v7()).collect();
+    let spec = shell(log, "adhoc-batch", 0, "sleep 0.05");
+    if (n / 10).is_multiple_of(2) {
+        let tasks: Vec<_> = ids
+            .iter()
+            .map(|id| json!({ "id": id, "kind": "shell", "spec": spec, "requests_recovery": true }))
+            .collect();
+        // The API may be down (killed, or the database away): the same ids again are safe.
+        for _ in 0..3 {
+            let sent = http
+                .post(format!("{api_url}/api/v1/tasks/batch"))
+                .json(&json!({ "tasks": tasks }))
+                .send()
+                .await;
+            match sent {
+                Ok(response) if response.status().is_success() => return ids,
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+        return Vec::new();
+    }
+    let Some(channel) = channel else {
+        return Vec::new();
+    };
+    let exchange = topology.submit_exchange();
+    let mut confirms = Vec::new();
+    for id in &ids {
+        let body =
+            json!({ "v": 1, "id": id, "kind": "shell", "spec": spec, "requests_recovery": true });
+        let Ok(body) = serde_json::to_vec(&body) else {
+            continue;
+        };
+        let published = channel
+            .basic_publish(
+                exchange.as_str().into(),
+                exchange.as_str().into(),
+                lapin::options::BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
+                &body,
+                chime_core::bus::publish::message_properties(FieldTable::default()),
+            )
+            .await;
+        match published {
+            Ok(confirm) => confirms.push((*id, confirm)),
+            Err(_) => break,
+        }
+    }
+    let mut accepted = Vec::new();
+    for (id, confirm) in confirms {
+        let confirmed = tokio::time::timeout(Duration::from_secs(5), confirm).await;
+        if let Ok(Ok(confirmation)) = confirmed
+            && chime_core::bus::publish::check_confirmation(confirmation, &exchange, &exchange)
+                .is_ok()
+        {
+            accepted.push(id);
+        }
+    }
+    accepted
 }
 
 /// Kills the newest live task of the longest job through the API (best effort: a fault may be
