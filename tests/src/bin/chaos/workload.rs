@@ -293,8 +293,7 @@ async fn open_channel(amqp_url: &str) -> Option<(lapin::Connection, lapin::Chann
 }
 
 /// Submits ad-hoc tasks through the API and raw AMQP, alternately, every 500 ms, and ten at once
-/// every tenth time; kills a long
-/// task now and then; until `stop`.
+/// every tenth time; kills a long task now and then; until `stop`.
 pub async fn ad_hoc(
     api_url: String,
     amqp_url: String,
