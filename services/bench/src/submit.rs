@@ -331,9 +331,9 @@ async fn post_batches(
 }
 
 /// Waits until `n` tasks have succeeded; returns when all `n` submissions had been recorded and
-/// when the last had succeeded, in seconds from `started`. Both are read from the service's own counters, not by counting
-/// rows: a count of every task each 50 ms was about 5 % of PostgreSQL's statement time in the run it
-/// measured. The store confirms the end once.
+/// when the last had succeeded, in seconds from `started`. Both are read from the service's own
+/// counters, not by counting rows: a count of every task each 50 ms was about 5 % of
+/// PostgreSQL's statement time in the run it measured. The store confirms the end once.
 async fn wait_succeeded(
     installation: &Installation,
     http: &reqwest::Client,

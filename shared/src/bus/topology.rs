@@ -9,7 +9,11 @@
 //! | `<p>.worker.<id>`     | exclusive queue          | one worker's commands                     |
 //! | `<p>.submit`          | direct exchange + queue  | ad-hoc tasks from any AMQP client         |
 //! | `<p>.dead`            | fanout exchange + queue  | poison and undeliverable messages         |
-//! | `<p>.dependencies`    | quorum queue on events   | ended and waiting tasks of jobs (`job.<status>.<group>`, sent as `BCC`) |
+//! | `<p>.dependencies`    | quorum queue on events   | ended and waiting tasks of jobs           |
+//!
+//! A job's task's events reach `<p>.dependencies` by a second routing key,
+//! `job.<status>.<group>`, that the relay sends in a `BCC` header
+//! ([`Topology::dependency_routing_key`]).
 //!
 //! Every declaration is idempotent and made after each (re)connection.
 

@@ -80,10 +80,10 @@ fn storable(mut result: TaskResult) -> TaskResult {
 }
 
 /// `ready → running` for exactly these attempts, recording the worker (the attempt's own row is
-/// written when it ends), in one statement. Each attempt is asked for by its message, as delivered: it starts only
-/// if its task's row records the same attempt with the same group, kind, spec, data, data time,
-/// timeout and execute user, so a forged or stale message that differs in any of them starts
-/// nothing and leaves the attempt as it was (the caller dead-letters it). Returns, for each
+/// written when it ends), in one statement. Each attempt is asked for by its message, as
+/// delivered: it starts only if its task's row records the same attempt with the same group,
+/// kind, spec, data, data time, timeout and execute user, so a forged or stale message that
+/// differs in any of them starts nothing and leaves the attempt as it was (the caller dead-letters it). Returns, for each
 /// `(task, attempt)` that is now this worker's, the attempt as the task's row records it: what
 /// the worker runs. An attempt is this worker's if it moved, or if it was already running under
 /// this worker (a start that committed while the worker saw an error, asked again: the answer
