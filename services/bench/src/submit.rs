@@ -344,8 +344,9 @@ async fn wait_succeeded(
 ) -> BenchResult<(f64, f64)> {
     let deadline = Instant::now() + Duration::from_secs(600);
     let recorded_metric = match via {
-        Via::Amqp => Some("chime_worker_submission_batch_size_sum"),
-        Via::Http => Some("chime_api_submission_batch_size_sum"),
+        // Both counted after the commit.
+        Via::Amqp => Some("chime_worker_submissions_total"),
+        Via::Http => Some("chime_api_tasks_submitted_total"),
         // Each request is answered after its commit: accepted is recorded.
         Via::Batch => None,
     };

@@ -77,7 +77,7 @@ enum Command {
     Dependency(ServiceArgs),
     /// Applies the database migrations (creating the database if needed).
     #[command(after_help = CONNECTION_HELP)]
-    Migrate,
+    Migrate(MigrateArgs),
     /// Submits an ad-hoc task and prints its id.
     Submit(commands::submit::SubmitArgs),
     /// Lists, shows, follows (logs), kills and re-runs tasks.
@@ -214,6 +214,16 @@ struct ApiArgs {
     /// [env: CHIME_INSECURE_NO_AUTH]
     #[arg(long)]
     insecure_no_auth: bool,
+}
+
+/// The flags of `chime migrate`.
+#[derive(Debug, Args)]
+struct MigrateArgs {
+    /// Also remove the broker bindings that earlier versions (before 2026-11-25) need, which
+    /// send every task's events to the dependency service's queue. Only once no process of an
+    /// earlier version runs: their jobs' events would no longer reach it.
+    #[arg(long)]
+    drop_old_bindings: bool,
 }
 
 /// The flags of a service without an API (scheduler, dependency, worker).
@@ -527,7 +537,7 @@ async fn run(cli: Cli) -> Result<()> {
             | Command::Worker(WorkerArgs { action: None, .. })
             | Command::Scheduler(_)
             | Command::Dependency(_)
-            | Command::Migrate
+            | Command::Migrate(_)
     );
     if !serving {
         // A client verb piped into `head` should end quietly when the pipe closes, as Unix tools
@@ -574,7 +584,9 @@ async fn run(cli: Cli) -> Result<()> {
             commands::services::run(settings(global, Some(&args.into()))?, Services::DEPENDENCY)
                 .await
         }
-        Command::Migrate => commands::services::migrate(&settings(global, None)?).await,
+        Command::Migrate(args) => {
+            commands::services::migrate(&settings(global, None)?, args.drop_old_bindings).await
+        }
         Command::Submit(args) => {
             commands::submit::run(&client(&settings(global, None)?)?, args).await
         }

@@ -179,6 +179,10 @@ pub async fn fire_due(
     round.fired = record_trigger_fires(&mut tx, topology, instance_id, &fires).await?;
     advance_triggers(&mut tx, &advances).await?;
     tx.commit().await.context("committing fires")?;
+    if round.fired > 0 {
+        // This process's relay publishes them (a fire due now must not wait for its poll).
+        store.outbox_written();
+    }
     Ok(round)
 }
 

@@ -109,7 +109,7 @@ async fn recover(store: &Store, broker: &Broker) -> Result<usize, StoreError> {
             context: "acquiring a connection",
             source,
         })?;
-    task_lifecycle::recover_lost_attempts(
+    let recovered = task_lifecycle::recover_lost_attempts(
         &mut conn,
         broker.topology(),
         task_lifecycle::LostScope::All {
@@ -117,7 +117,12 @@ async fn recover(store: &Store, broker: &Broker) -> Result<usize, StoreError> {
         },
         true,
     )
-    .await
+    .await?;
+    if recovered > 0 {
+        // Re-runs and events are in the outbox: this process's relay publishes them now.
+        store.outbox_written();
+    }
+    Ok(recovered)
 }
 
 /// Re-publishes stale ready tasks of the groups whose queue holds no message (a queue with

@@ -201,7 +201,10 @@ async fn record_each(
     while let Some((submission, group)) = items.next() {
         let one = [(&submission.task, group.as_str())];
         match task_lifecycle::submit_routed(&worker.store, worker.topology(), &one).await {
-            Ok(_) => ack(&submission.delivery).await,
+            Ok(_) => {
+                metrics::counter!("chime_worker_submissions_total").increment(1);
+                ack(&submission.delivery).await;
+            }
             Err(error) if error.is_refused_data() => {
                 reject_poison(
                     worker,

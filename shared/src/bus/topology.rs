@@ -157,11 +157,21 @@ impl Topology {
                     FieldTable::default(),
                 )
                 .await?;
-            // Bound by earlier versions, which sent it every task's events; an event missed
-            // while old and new processes run side by side is found by the dependency sweep.
+        }
+        Ok(())
+    }
+
+    /// Removes the bindings by which versions before 2026-11-25 sent every task's events to
+    /// the dependency service's queue (`task.<status>.#`). Their relays send a job's events
+    /// under those keys only, so the bindings are left in place by [`Topology::declare`] and
+    /// removed only on request (`chime migrate --drop-old-bindings`), once no process of an
+    /// earlier version runs: until then an installation upgraded from one still sends ad-hoc
+    /// tasks' events there (and the dependency service drops them), as before.
+    pub async fn drop_old_bindings(&self, channel: &Channel) -> lapin::Result<()> {
+        for status in ["succeeded", "failed", "killed", "waiting"] {
             channel
                 .queue_unbind(
-                    dependencies.clone().into(),
+                    self.dependencies_queue().into(),
                     self.events_exchange().into(),
                     format!("task.{status}.#").into(),
                     FieldTable::default(),

@@ -834,3 +834,101 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
     }
     env.cleanup().await
 }
+
+/// How many messages wait in the dependency service's queue.
+async fn dependency_queue_depth(channel: &lapin::Channel, topology: &Topology) -> Result<u32> {
+    let queue = channel
+        .queue_declare(
+            topology.dependencies_queue().into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    Ok(queue.message_count())
+}
+
+/// An installation upgraded from a version whose relays sent a job's events under
+/// `task.<status>.#` only keeps that binding (so those relays' events still reach the dependency
+/// service) until `chime migrate --drop-old-bindings`; from then on only a job's events, under
+/// the key the relay adds in a `BCC` header, reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_bindings_stay_until_migrate_drops_them() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    // As an earlier version declared it, then as this one does.
+    topology.declare(&channel).await?;
+    channel
+        .queue_bind(
+            topology.dependencies_queue().into(),
+            topology.events_exchange().into(),
+            "task.succeeded.#".into(),
+            lapin::options::QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    topology.declare(&channel).await?;
+    let ad_hoc = serde_json::json!({
+        "v": 1, "task_id": Uuid::now_v7(), "attempt": 1, "status": "succeeded",
+        "group": "default", "job_id": null, "data_time": null, "reason": null,
+        "at": "2026-11-25T00:00:00Z",
+    })
+    .to_string();
+    let publish = |key: &'static str, body: String, headers: FieldTable| {
+        let (channel, exchange) = (&channel, topology.events_exchange());
+        async move {
+            publish_confirmed(channel, &exchange, key, body.as_bytes(), headers).await?;
+            Ok::<_, anyhow::Error>(())
+        }
+    };
+    publish(
+        "task.succeeded.default",
+        ad_hoc.clone(),
+        FieldTable::default(),
+    )
+    .await?;
+    eventually("the old binding to route an event", || async {
+        Ok(dependency_queue_depth(&channel, &topology).await? == 1)
+    })
+    .await?;
+
+    env.chime_ok(&["migrate", "--drop-old-bindings"]).await?;
+    // Published as mandatory: an ad-hoc task's event now reaches no queue at all.
+    let unroutable = publish("task.succeeded.default", ad_hoc, FieldTable::default()).await;
+    ensure!(
+        unroutable.is_err_and(|e| e.to_string().contains("no queue is bound")),
+        "an ad-hoc task's event still reaches the dependency queue"
+    );
+    let mut bcc = FieldTable::default();
+    bcc.insert(
+        "BCC".into(),
+        lapin::types::AMQPValue::FieldArray(
+            vec![lapin::types::AMQPValue::LongString(
+                "job.succeeded.default".into(),
+            )]
+            .into(),
+        ),
+    );
+    let of_a_job = serde_json::json!({
+        "v": 1, "task_id": Uuid::now_v7(), "attempt": 1, "status": "succeeded",
+        "group": "default", "job_id": 1, "data_time": null, "reason": null,
+        "at": "2026-11-25T00:00:00Z",
+    })
+    .to_string();
+    publish("task.succeeded.default", of_a_job, bcc).await?;
+    eventually("the job's event to arrive", || async {
+        Ok(dependency_queue_depth(&channel, &topology).await? == 2)
+    })
+    .await?;
+    // Confirmed publishes are routed: nothing more is on its way.
+    ensure!(dependency_queue_depth(&channel, &topology).await? == 2);
+    let _ = conn.close(200, "done".into()).await;
+    env.cleanup().await
+}

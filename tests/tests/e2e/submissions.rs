@@ -359,8 +359,8 @@ async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Res
             publish(b"poison before the kill".to_vec()).await?;
         }
     }
-    // Small batches, so that the kill lands between the first commit and the last.
-    let batches = [("CHIME_WORKER__SUBMIT_BATCH", "100")];
+    // Small batches (150 of them), so that the kill lands between the first commit and the last.
+    let batches = [("CHIME_WORKER__SUBMIT_BATCH", "20")];
     let mut first = env.spawn_chime_with(&["worker", "--concurrency", "4"], &batches)?;
     eventually("the first batch to be recorded", || async {
         Ok(task_count(&env).await? > 0)
@@ -384,10 +384,10 @@ async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Res
     .await?;
     pg.stop().await?;
     // Fewer than the worker's prefetch (twice its batch), so that it holds all of them.
-    let during: Vec<Uuid> = (0..150).map(|_| Uuid::now_v7()).collect();
+    let during: Vec<Uuid> = (0..30).map(|_| Uuid::now_v7()).collect();
     for (i, id) in during.iter().enumerate() {
         publish(recovering_noop(*id)).await?;
-        if i == 75 {
+        if i == 15 {
             publish(b"poison during the outage".to_vec()).await?;
         }
     }
@@ -403,7 +403,7 @@ async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Res
     for id in before.iter().chain(&during) {
         assert_eq!(env.wait_terminal(*id).await?.status, TaskStatus::Succeeded);
     }
-    assert_eq!(task_count(&env).await?, 3150, "one task per id");
+    assert_eq!(task_count(&env).await?, 3030, "one task per id");
     let reasons = chime_tests::wait_dead_letters(&topology, 2).await?;
     assert_eq!(
         reasons.len(),

@@ -2,6 +2,7 @@
 //! `chime scheduler`, `chime dependency`, `chime migrate`.
 
 use anyhow::{Context, Result};
+use chime_core::bus::Topology;
 use chime_core::config::WorkerSettings;
 use chime_core::{Node, Settings, Store};
 use tokio_util::sync::CancellationToken;
@@ -199,8 +200,37 @@ pub async fn run_until(
     Ok(())
 }
 
-/// Applies the migrations (creating the database if needed).
-pub async fn migrate(settings: &Settings) -> Result<()> {
+/// Applies the migrations (creating the database if needed); with `drop_old_bindings`, also
+/// removes the broker bindings only earlier versions need ([`Topology::drop_old_bindings`]).
+pub async fn migrate(settings: &Settings, drop_old_bindings: bool) -> Result<()> {
+    if drop_old_bindings {
+        // An amqps:// URL needs rustls's provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let conn =
+            lapin::Connection::connect(&settings.amqp_url, lapin::ConnectionProperties::default())
+                .await
+                .with_context(|| {
+                    format!(
+                        "connecting to RabbitMQ at {}",
+                        chime_core::config::redact_url(&settings.amqp_url)
+                    )
+                })?;
+        let channel = conn.create_channel().await.context("opening a channel")?;
+        let topology = Topology::new(settings.prefix.clone());
+        topology
+            .declare(&channel)
+            .await
+            .context("declaring the topology")?;
+        topology
+            .drop_old_bindings(&channel)
+            .await
+            .context("removing the old bindings")?;
+        let _ = conn.close(200, "done".into()).await;
+        println!(
+            "removed the bindings of earlier versions from {}",
+            topology.dependencies_queue()
+        );
+    }
     let store = Store::connect(&settings.database_url, 2)
         .await
         .context("migrating the database")?;
