@@ -306,6 +306,22 @@ pub fn scratch_dir(what: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// How many messages wait in `queue`, not yet delivered (a passive declaration: an error if the
+/// queue does not exist).
+pub async fn queue_depth(channel: &lapin::Channel, queue: &str) -> Result<u32> {
+    let declared = channel
+        .queue_declare(
+            queue.into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await?;
+    Ok(declared.message_count())
+}
+
 /// How many messages wait in an installation's dead-letter queue (on the shared broker).
 pub async fn dead_letters(topology: &chime_core::bus::Topology) -> Result<i64> {
     dead_letters_at(&server_urls().1, topology).await
@@ -315,18 +331,9 @@ pub async fn dead_letters(topology: &chime_core::bus::Topology) -> Result<i64> {
 pub async fn dead_letters_at(amqp_url: &str, topology: &chime_core::bus::Topology) -> Result<i64> {
     let conn = lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
-    let dead = channel
-        .queue_declare(
-            topology.dead_exchange().into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            lapin::types::FieldTable::default(),
-        )
-        .await?;
+    let dead = queue_depth(&channel, &topology.dead_exchange()).await?;
     let _ = conn.close(200, "done".into()).await;
-    Ok(i64::from(dead.message_count()))
+    Ok(i64::from(dead))
 }
 
 /// Takes every message out of an installation's dead-letter queue and returns their reasons

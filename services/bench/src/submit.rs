@@ -209,13 +209,9 @@ async fn mean_batch(http: &reqwest::Client, base: &str, via: Via) -> Option<f64>
         .text()
         .await
         .ok()?;
-    let value = |suffix: &str| -> Option<f64> {
-        text.lines()
-            .find(|l| l.starts_with(&format!("{name}{suffix} ")))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-    };
-    Some(value("_sum")? / value("_count")?.max(1.0))
+    let sum = metric_sum(&text, &format!("{name}_sum"), None);
+    let count = metric_sum(&text, &format!("{name}_count"), None);
+    (count > 0.0).then(|| sum / count)
 }
 
 /// Publishes a noop submission per id, with confirms, waiting for them in windows.

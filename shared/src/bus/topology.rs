@@ -28,6 +28,9 @@ use lapin::{Channel, ExchangeKind};
 /// keeps killing its consumer must not loop forever.
 pub const DELIVERY_LIMIT: i64 = 20;
 
+/// The statuses whose events the dependency service acts on: ends, and tasks left waiting.
+const DEPENDENCY_STATUSES: [&str; 4] = ["succeeded", "failed", "killed", "waiting"];
+
 /// The AMQP names of one chime installation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
@@ -147,7 +150,7 @@ impl Topology {
                 dependencies_args,
             )
             .await?;
-        for status in ["succeeded", "failed", "killed", "waiting"] {
+        for status in DEPENDENCY_STATUSES {
             channel
                 .queue_bind(
                     dependencies.clone().into(),
@@ -168,7 +171,7 @@ impl Topology {
     /// earlier version runs: until then an installation upgraded from one still sends ad-hoc
     /// tasks' events there (and the dependency service drops them), as before.
     pub async fn drop_old_bindings(&self, channel: &Channel) -> lapin::Result<()> {
-        for status in ["succeeded", "failed", "killed", "waiting"] {
+        for status in DEPENDENCY_STATUSES {
             channel
                 .queue_unbind(
                     self.dependencies_queue().into(),

@@ -7,7 +7,7 @@ use chime_cli::commands::services::Services;
 use chime_core::bus::{Topology, publish_confirmed};
 use chime_core::model::{TaskStatus, TaskView};
 use chime_tests::{TestEnv, eventually};
-use lapin::options::{ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::options::ConfirmSelectOptions;
 use lapin::types::FieldTable;
 use uuid::Uuid;
 
@@ -119,17 +119,7 @@ async fn a_diamond_completes_per_data_time_exactly_once_with_two_services() -> R
     }
     let queue = topology.dependencies_queue();
     eventually("the duplicate events to be handled", || async {
-        let declared = channel
-            .queue_declare(
-                queue.clone().into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..QueueDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await?;
-        Ok(declared.message_count() == 0)
+        Ok(chime_tests::queue_depth(&channel, &queue).await? == 0)
     })
     .await?;
     // Handled includes acked: the advance (or its refusal) has committed by then.
@@ -835,21 +825,6 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
     env.cleanup().await
 }
 
-/// How many messages wait in the dependency service's queue.
-async fn dependency_queue_depth(channel: &lapin::Channel, topology: &Topology) -> Result<u32> {
-    let queue = channel
-        .queue_declare(
-            topology.dependencies_queue().into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await?;
-    Ok(queue.message_count())
-}
-
 /// An installation upgraded from a version whose relays sent a job's events under
 /// `task.<status>.#` only keeps that binding (so those relays' events still reach the dependency
 /// service) until `chime migrate --drop-old-bindings`; from then on only a job's events, under
@@ -895,7 +870,7 @@ async fn old_bindings_stay_until_migrate_drops_them() -> Result<()> {
     )
     .await?;
     eventually("the old binding to route an event", || async {
-        Ok(dependency_queue_depth(&channel, &topology).await? == 1)
+        Ok(chime_tests::queue_depth(&channel, &topology.dependencies_queue()).await? == 1)
     })
     .await?;
 
@@ -924,11 +899,11 @@ async fn old_bindings_stay_until_migrate_drops_them() -> Result<()> {
     .to_string();
     publish("task.succeeded.default", of_a_job, bcc).await?;
     eventually("the job's event to arrive", || async {
-        Ok(dependency_queue_depth(&channel, &topology).await? == 2)
+        Ok(chime_tests::queue_depth(&channel, &topology.dependencies_queue()).await? == 2)
     })
     .await?;
     // Confirmed publishes are routed: nothing more is on its way.
-    ensure!(dependency_queue_depth(&channel, &topology).await? == 2);
+    ensure!(chime_tests::queue_depth(&channel, &topology.dependencies_queue()).await? == 2);
     let _ = conn.close(200, "done".into()).await;
     env.cleanup().await
 }

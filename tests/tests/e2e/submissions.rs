@@ -28,6 +28,53 @@ fn noop(id: Uuid) -> Vec<u8> {
     .encode()
 }
 
+/// A confirming channel to an installation's `<prefix>.submit`, as any AMQP client publishes.
+struct SubmitQueue {
+    conn: lapin::Connection,
+    channel: lapin::Channel,
+    topology: Topology,
+}
+
+impl SubmitQueue {
+    async fn open(env: &TestEnv) -> Result<Self> {
+        let topology = Topology::new(env.settings.prefix.clone());
+        let conn = env.amqp().await?;
+        let channel = conn.create_channel().await?;
+        topology.declare(&channel).await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        Ok(Self {
+            conn,
+            channel,
+            topology,
+        })
+    }
+
+    /// Publishes `body` and waits for the broker's confirm.
+    async fn publish(&self, body: Vec<u8>) -> Result<()> {
+        let submit = self.topology.submit_exchange();
+        publish_confirmed(
+            &self.channel,
+            &submit,
+            &submit,
+            &body,
+            FieldTable::default(),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// How many submissions wait in the queue, not yet delivered to a worker.
+    async fn waiting(&self) -> Result<u32> {
+        chime_tests::queue_depth(&self.channel, &self.topology.submit_exchange()).await
+    }
+
+    async fn close(self) {
+        let _ = self.conn.close(200, "done".into()).await;
+    }
+}
+
 /// Submissions waiting in the queue when the worker comes are taken as one batch: the good ones
 /// are recorded together, a duplicate id makes one task, and a message that does not decode and
 /// one of an unknown kind are dead-lettered alone with their reasons. The same ids published
@@ -35,21 +82,9 @@ fn noop(id: Uuid) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqp_submissions_in_one_batch_each_keep_their_own_fate() -> Result<()> {
     let mut env = TestEnv::new().await?;
-    let topology = Topology::new(env.settings.prefix.clone());
-    let conn = env.amqp().await?;
-    let channel = conn.create_channel().await?;
-    topology.declare(&channel).await?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    let submit = topology.submit_exchange();
-    let publish = |body: Vec<u8>| {
-        let (channel, submit) = (&channel, &submit);
-        async move {
-            publish_confirmed(channel, submit, submit, &body, FieldTable::default()).await?;
-            Ok::<_, anyhow::Error>(())
-        }
-    };
+    let queue = SubmitQueue::open(&env).await?;
+    let topology = queue.topology.clone();
+    let publish = |body: Vec<u8>| queue.publish(body);
     let ids: Vec<Uuid> = (0..40).map(|_| Uuid::now_v7()).collect();
     for (i, id) in ids.iter().enumerate() {
         publish(noop(*id)).await?;
@@ -89,7 +124,7 @@ async fn amqp_submissions_in_one_batch_each_keep_their_own_fate() -> Result<()> 
     publish(noop(last)).await?;
     env.wait_terminal(last).await?;
     assert_eq!(task_count(&env).await?, 41);
-    let _ = conn.close(200, "done".into()).await;
+    queue.close().await;
     env.cleanup().await
 }
 
@@ -312,21 +347,6 @@ fn recovering_noop(id: Uuid) -> Vec<u8> {
     .encode()
 }
 
-/// How many submissions wait in the queue, not yet delivered to a worker.
-async fn submissions_waiting(channel: &lapin::Channel, topology: &Topology) -> Result<u32> {
-    let queue = channel
-        .queue_declare(
-            topology.submit_exchange().into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..lapin::options::QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await?;
-    Ok(queue.message_count())
-}
-
 /// AMQP submissions through a worker killed with -9 in the middle of its batches, then through
 /// a PostgreSQL outage while the next worker holds a batch it cannot record: every submission
 /// with an id becomes exactly one task, none is lost, and only the poison is dead-lettered.
@@ -337,21 +357,9 @@ async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Res
     let mut env = TestEnv::with_amqp_url(&pg.url(), &amqp).await?;
     // Recovery of the killed worker's attempts is the scheduler's.
     env.start(Services::SCHEDULER).await?;
-    let topology = Topology::new(env.settings.prefix.clone());
-    let conn = env.amqp().await?;
-    let channel = conn.create_channel().await?;
-    topology.declare(&channel).await?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    let submit = topology.submit_exchange();
-    let publish = |body: Vec<u8>| {
-        let (channel, submit) = (&channel, &submit);
-        async move {
-            publish_confirmed(channel, submit, submit, &body, FieldTable::default()).await?;
-            Ok::<_, anyhow::Error>(())
-        }
-    };
+    let queue = SubmitQueue::open(&env).await?;
+    let topology = queue.topology.clone();
+    let publish = |body: Vec<u8>| queue.publish(body);
     let before: Vec<Uuid> = (0..3000).map(|_| Uuid::now_v7()).collect();
     for (i, id) in before.iter().enumerate() {
         publish(recovering_noop(*id)).await?;
@@ -394,7 +402,7 @@ async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Res
     // The worker takes them and holds them unacked while it cannot record them.
     eventually(
         "the worker to hold the submissions made during the outage",
-        || async { Ok(submissions_waiting(&channel, &topology).await? == 0) },
+        || async { Ok(queue.waiting().await? == 0) },
     )
     .await?;
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
@@ -412,7 +420,7 @@ async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Res
     );
     assert_eq!(chime_tests::dead_letters(&topology).await?, 0);
     second.kill().await?;
-    let _ = conn.close(200, "done".into()).await;
+    queue.close().await;
     env.cleanup().await?;
     pg.destroy().await;
     Ok(())
