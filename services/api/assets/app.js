@@ -38,6 +38,12 @@ function table(headers, rows, attrs = {}) {
 }
 const shortId = (id) => String(id).slice(0, 8) + "…" + String(id).slice(-4);
 const jobName = (job) => job ? `${job.group}.${job.name}` : "";
+/** The page of a job given as `group.name` (split at the first dot, as the API does). */
+const jobHref = (full) => {
+  const i = full.indexOf(".");
+  const [g, n] = i < 0 ? ["default", full] : [full.slice(0, i), full.slice(i + 1)];
+  return `/jobs/${encodeURIComponent(g)}/${encodeURIComponent(n)}`;
+};
 const jobLink = (job) => job ? link(`/jobs/${encodeURIComponent(job.group)}/${encodeURIComponent(job.name)}`, jobName(job)) : h("span", { class: "muted" }, "ad hoc");
 const taskLink = (id) => link(`/tasks/${id}`, h("span", { class: "mono" }, shortId(id)));
 
@@ -740,7 +746,7 @@ async function jobPage(main, group, name) {
         ? h("ol", { style: "margin:0;padding-left:18px" }, t.next_fires.map((f) => h("li", { class: "mono" }, `${inZone(new Date(f), zone)} ${zone}`)))
         : h("span", { class: "muted" }, "none")));
   });
-  const depRow = (d, other) => h("tr", {}, h("td", {}, link(`/jobs/${other.split(".").map(encodeURIComponent).join("/")}`, other)),
+  const depRow = (d, other) => h("tr", {}, h("td", {}, link(jobHref(other), other)),
     h("td", {}, d.window), h("td", {}, d.on_upstream_failure));
   const runsBody = h("tbody", {}, runs.map(taskRow));
   main.replaceChildren(
@@ -872,8 +878,7 @@ async function dependenciesPage(main) {
     for (const j of grid.jobs) {
       const p = pos[j.job];
       const latest = grid.cells.find((c) => c.job === j.job); // newest first per job
-      const [g, ...rest] = j.job.split(".");
-      const a = el("a", { href: `/jobs/${encodeURIComponent(g)}/${encodeURIComponent(rest.join("."))}`, "data-node": j.job, "data-status": latest ? latest.status : "none" });
+      const a = el("a", { href: jobHref(j.job), "data-node": j.job, "data-status": latest ? latest.status : "none" });
       a.append(el("rect", { x: p.x, y: p.y, width: 170, height: 28, rx: 6, fill: latest ? STATUS_FILL[latest.status] || "#fff" : "#fff", stroke: "#c9d1d9" }));
       a.append(el("text", { x: p.x + 8, y: p.y + 18 }, j.job));
       a.append(el("title", {}, latest ? `${j.job}: latest run ${latest.status}` : `${j.job}: no run yet`));
@@ -898,8 +903,7 @@ async function dependenciesPage(main) {
       rows.push(h("tr", { class: "period" }, h("th", { class: "sticky" }, period === "none" ? "no period" : `${period}ly`.replace("dayly", "daily")), h("td", { colspan: COLUMNS })));
       for (const job of byPeriod[period]) {
         const runs = grid.cells.filter((c) => c.job === job.job);
-        const [g, ...rest] = job.job.split(".");
-        rows.push(h("tr", {}, h("th", { class: "sticky" }, link(`/jobs/${encodeURIComponent(g)}/${encodeURIComponent(rest.join("."))}`, job.job),
+        rows.push(h("tr", {}, h("th", { class: "sticky" }, link(jobHref(job.job), job.job),
           h("div", { class: "muted", style: "font-weight:normal;font-size:11px" }, job.data_time_zone)),
           runs.map((c) => h("td", { class: "cell" }, cellLink(c, job))),
           runs.length ? "" : h("td", { class: "muted" }, "no runs")));

@@ -39,11 +39,11 @@ pub fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
-/// `t` in IANA zone `zone` (`2026-01-02 03:04:05 Asia/Tokyo`), or in UTC if the zone is unknown.
+/// `t` in zone `zone` (`2026-01-02 03:04:05 Asia/Tokyo`), or in UTC if the zone is unknown.
 pub fn time_in(t: Timestamp, zone: &str) -> String {
-    match jiff::tz::TimeZone::get(zone) {
-        Ok(tz) => format!("{} {zone}", t.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S")),
-        Err(_) => format!("{t:.3}"),
+    match chime_core::schedule::named_zone(zone) {
+        Some(tz) => format!("{} {zone}", t.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S")),
+        None => format!("{t:.3}"),
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod identity;
 pub mod kinds;
 pub mod message;
+pub mod names;
 pub mod submission;
 pub mod task;
 pub mod text;
@@ -14,6 +15,7 @@ pub use message::{
     ControlCommand, ControlMessage, MESSAGE_VERSION, MessageError, SubmitMessage, TaskEvent,
     TaskMessage,
 };
+pub use names::check_name;
 pub use submission::{Backoff, MAX_PAYLOAD_BYTES, NewTask, SubmissionError};
 pub use task::{
     AttemptOutcome, AttemptView, JobRef, TaskResult, TaskStatus, TaskSummary, TaskView,

@@ -374,12 +374,35 @@ fn within_give_up(t: Timestamp) -> bool {
     t.to_zoned(TimeZone::UTC).year() < GIVE_UP_YEAR
 }
 
-/// An IANA zone (default UTC).
+/// An IANA zone (default UTC) or a fixed offset.
 fn zone(name: Option<&str>) -> Result<TimeZone, ScheduleError> {
     match name {
         None => Ok(TimeZone::UTC),
-        Some(name) => TimeZone::get(name).map_err(|_| ScheduleError::TimeZone(name.to_string())),
+        Some(name) => named_zone(name).ok_or_else(|| ScheduleError::TimeZone(name.to_string())),
     }
+}
+
+/// The zone a schedule's `time_zone` names: an IANA name (`Europe/Berlin`) or a fixed offset
+/// from UTC written `+HH:MM` or `-HH:MM` (`+05:30`), which is what a Java zone id such as
+/// `GMT+05:30` means and no IANA name does. None if it names neither.
+pub fn named_zone(name: &str) -> Option<TimeZone> {
+    if let Some(sign) = name.strip_prefix(['+', '-']).map(|_| name.as_bytes()[0]) {
+        let hm = &name[1..];
+        let (h, m) = hm.split_once(':')?;
+        if h.len() != 2 || m.len() != 2 || !(h.bytes().chain(m.bytes())).all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        let (h, m): (i32, i32) = (h.parse().ok()?, m.parse().ok()?);
+        if h > 18 || m > 59 {
+            return None;
+        }
+        let seconds = (h * 3600 + m * 60) * if sign == b'-' { -1 } else { 1 };
+        return Some(TimeZone::fixed(
+            jiff::tz::Offset::from_seconds(seconds).ok()?,
+        ));
+    }
+    TimeZone::get(name).ok()
 }
 
 /// `HH:MM`, `HH:MM:SS` or `HH:MM:SS.mmm` (no leap second).
@@ -433,4 +456,30 @@ fn parse_weekday(text: &str) -> Result<Weekday, ScheduleError> {
         }
     };
     Ok(day)
+}
+
+#[cfg(test)]
+mod zone_tests {
+    use super::named_zone;
+
+    #[test]
+    fn takes_iana_names_and_fixed_offsets() {
+        let at: jiff::Timestamp = "2030-07-01T00:00:00Z".parse().unwrap();
+        let offset = |name: &str| named_zone(name).map(|z| z.to_offset(at).seconds());
+        assert_eq!(offset("Europe/Berlin"), Some(7200));
+        assert_eq!(offset("+05:30"), Some(19800));
+        assert_eq!(offset("-08:00"), Some(-28800));
+        assert_eq!(offset("+00:00"), Some(0));
+        for bad in [
+            "+5:30",
+            "+05:60",
+            "+19:00",
+            "05:30",
+            "+05",
+            "Mars/Olympus",
+            "+0a:00",
+        ] {
+            assert_eq!(offset(bad), None, "{bad}");
+        }
+    }
 }

@@ -46,11 +46,14 @@ pub struct AuditEvent {
 /// The object an API path names, as `<kind> <name>`, where the path alone names it (a
 /// creation's does not: its handler says).
 pub fn object_of_path(path: &str) -> Option<String> {
-    let segments: Vec<&str> = path
+    // Names are percent-encoded in paths; the trail shows them as they are.
+    let decoded: Vec<std::borrow::Cow<'_, str>> = path
         .strip_prefix("/api/v1/")?
         .split('/')
         .filter(|s| !s.is_empty())
+        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy())
         .collect();
+    let segments: Vec<&str> = decoded.iter().map(AsRef::as_ref).collect();
     match segments.as_slice() {
         ["jobs", group, name, ..] => Some(format!("job {group}.{name}")),
         ["triggers", group, name, ..] => Some(format!("trigger {group}.{name}")),

@@ -5,7 +5,6 @@ use sqlx::types::Json;
 use utoipa::ToSchema;
 
 use super::{Context, Store, StoreError};
-use crate::config::is_valid_name;
 use crate::schedule::{Calendar, CalendarSpec};
 
 /// A named calendar.
@@ -33,12 +32,7 @@ fn check(calendar: &NamedCalendar) -> Result<(), StoreError> {
 
 /// Creates a calendar after checking its definition.
 pub async fn create(store: &Store, calendar: NamedCalendar) -> Result<NamedCalendar, StoreError> {
-    if !is_valid_name(&calendar.name) {
-        return Err(StoreError::Invalid(format!(
-            "calendar name {:?}: use 1-100 letters, digits, '-', '_' or '.'",
-            calendar.name
-        )));
-    }
+    crate::model::check_name("calendar name", &calendar.name).map_err(StoreError::Invalid)?;
     check(&calendar)?;
     let inserted =
         sqlx::query("INSERT INTO calendars (name, definition, description) VALUES ($1, $2, $3)")

@@ -274,12 +274,7 @@ pub async fn add(
         ("upstream", dependency.upstream.as_str()),
         ("upstream_group", upstream_group),
     ] {
-        if !crate::config::is_valid_name(value) {
-            return Err(StoreError::Invalid(format!(
-                "{field}: {:?} is not a job name (1-100 letters, digits, '-', '_' or '.')",
-                value.replace('\0', "\\u0000")
-            )));
-        }
+        crate::model::check_name(field, value).map_err(StoreError::Invalid)?;
     }
     let mut tx = store.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")

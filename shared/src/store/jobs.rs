@@ -286,18 +286,9 @@ macro_rules! select_jobs_with_schedule {
 impl NewJob {
     fn validate(&self) -> Result<(), StoreError> {
         let invalid = |m: String| Err(StoreError::Invalid(m));
-        if !is_valid_name(&self.name) {
-            return invalid(format!(
-                "job name {:?}: use 1-100 letters, digits, '-', '_' or '.'",
-                self.name
-            ));
-        }
-        if let Some(group) = &self.group
-            && !is_valid_name(group)
-        {
-            return invalid(format!(
-                "job group {group:?}: use 1-100 letters, digits, '-', '_' or '.'"
-            ));
+        crate::model::check_name("job name", &self.name).map_err(StoreError::Invalid)?;
+        if let Some(group) = &self.group {
+            crate::model::check_name("job group", group).map_err(StoreError::Invalid)?;
         }
         if let Some(group) = &self.worker_group
             && !is_valid_name(group)

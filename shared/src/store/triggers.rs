@@ -16,12 +16,14 @@ use utoipa::ToSchema;
 
 use super::patch::Change;
 use super::{Context, Store, StoreError};
-use crate::config::is_valid_name;
 use crate::schedule::misfire::MisfirePolicy;
 use crate::schedule::{Calendar, CalendarSpec, Schedule, ScheduleSpec, format_fire_time};
 
-/// How many future fire times `show` lists.
+/// How many future fire times `show` lists unless asked for another count.
 pub const NEXT_FIRES: usize = 10;
+
+/// The most future fire times one `show` computes.
+pub const MAX_NEXT_FIRES: usize = 1000;
 
 /// A trigger as the API takes it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -118,10 +120,11 @@ const SELECT_TRIGGERS: &str = "SELECT t.id, t.group_name, t.name, j.group_name A
      FROM triggers t JOIN jobs j ON j.id = t.job_id LEFT JOIN calendars c ON c.name = t.calendar_name";
 
 impl TriggerRow {
-    fn into_view(self, with_next_fires: bool) -> TriggerView {
+    /// The view, with the next `fires` fire times.
+    fn into_view(self, fires: usize) -> TriggerView {
         let next_fire_time = self.next_fire_time.map(|t| t.to_jiff());
-        let next_fires = match (with_next_fires, next_fire_time) {
-            (true, Some(next)) => self.next_fires(next),
+        let next_fires = match next_fire_time {
+            Some(next) if fires > 0 => self.next_fires(next, fires),
             _ => Vec::new(),
         };
         TriggerView {
@@ -142,7 +145,7 @@ impl TriggerRow {
         }
     }
 
-    fn next_fires(&self, next: Timestamp) -> Vec<String> {
+    fn next_fires(&self, next: Timestamp, count: usize) -> Vec<String> {
         let Ok(schedule) = Schedule::compile(&self.schedule.0, self.start_time.to_jiff()) else {
             return Vec::new();
         };
@@ -153,7 +156,7 @@ impl TriggerRow {
         let mut fires = vec![format_fire_time(next)];
         let mut at = next;
         let mut times = self.times_triggered;
-        while fires.len() < NEXT_FIRES {
+        while fires.len() < count.min(MAX_NEXT_FIRES) {
             times += 1;
             match schedule.next_fire_time(at, times, calendar.as_ref()) {
                 Some(fire) => {
@@ -184,11 +187,7 @@ async fn prepare(
 ) -> Result<Prepared, StoreError> {
     let group = trigger.group.clone().unwrap_or_else(|| "default".into());
     for (what, name) in [("trigger group", &group), ("trigger name", &trigger.name)] {
-        if !is_valid_name(name) {
-            return Err(StoreError::Invalid(format!(
-                "{what} {name:?}: use 1-100 letters, digits, '-', '_' or '.'"
-            )));
-        }
+        crate::model::check_name(what, name).map_err(StoreError::Invalid)?;
     }
     let nul = |e: crate::model::NulInText| StoreError::Invalid(e.to_string());
     crate::model::check_text("job", &trigger.job).map_err(nul)?;
@@ -299,7 +298,7 @@ pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, S
     inserted.context("creating the trigger")?;
     wake_schedulers(&mut tx, store).await?;
     tx.commit().await.context("committing the trigger")?;
-    get(store, &group, &trigger.name).await
+    get(store, &group, &trigger.name, NEXT_FIRES).await
 }
 
 /// Replaces a trigger's job, schedule, calendar, policy, priority and data (Quartz's
@@ -320,7 +319,7 @@ pub async fn update(
     write_update(&mut tx, group, name, &trigger).await?;
     wake_schedulers(&mut tx, store).await?;
     tx.commit().await.context("committing the trigger")?;
-    get(store, group, name).await
+    get(store, group, name, NEXT_FIRES).await
 }
 
 /// Writes a trigger's new settings, restarting it from its new first fire.
@@ -472,7 +471,7 @@ pub async fn patch(
     wake_schedulers(&mut tx, store).await?;
     tx.commit().await.context("committing the trigger")?;
     Ok(TriggerUpdate {
-        trigger: get(store, group, name).await?,
+        trigger: get(store, group, name, NEXT_FIRES).await?,
         changes,
     })
 }
@@ -488,8 +487,13 @@ pub async fn wake_schedulers(tx: &mut sqlx::PgConnection, store: &Store) -> Resu
     Ok(())
 }
 
-/// A trigger by group and name, with its next fire times.
-pub async fn get(store: &Store, group: &str, name: &str) -> Result<TriggerView, StoreError> {
+/// A trigger by group and name, with its next `fires` fire times (at most [`MAX_NEXT_FIRES`]).
+pub async fn get(
+    store: &Store,
+    group: &str,
+    name: &str,
+    fires: usize,
+) -> Result<TriggerView, StoreError> {
     let row: Option<TriggerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "{SELECT_TRIGGERS} WHERE t.group_name = $1 AND t.name = $2"
     )))
@@ -498,7 +502,7 @@ pub async fn get(store: &Store, group: &str, name: &str) -> Result<TriggerView, 
     .fetch_optional(store.pool())
     .await
     .context("reading the trigger")?;
-    row.map(|r| r.into_view(true))
+    row.map(|r| r.into_view(fires))
         .ok_or_else(|| StoreError::NotFound(format!("trigger {group}.{name}")))
 }
 
@@ -510,7 +514,7 @@ pub async fn list(store: &Store) -> Result<Vec<TriggerView>, StoreError> {
     .fetch_all(store.pool())
     .await
     .context("listing triggers")?;
-    Ok(rows.into_iter().map(|r| r.into_view(false)).collect())
+    Ok(rows.into_iter().map(|r| r.into_view(0)).collect())
 }
 
 /// What a pause or resume applies to.

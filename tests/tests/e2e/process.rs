@@ -176,7 +176,8 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
     jobs::create(
         &env.store,
         jobs::NewJob {
-            name: "tick".into(),
+            // A name in any language, with a quote: the label escapes it.
+            name: "日报 \"tick\"".into(),
             kind: "noop".into(),
             ..Default::default()
         },
@@ -188,7 +189,7 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
             group: None,
             name: "every-second".into(),
             job_group: None,
-            job: "tick".into(),
+            job: "日报 \"tick\"".into(),
             schedule: ScheduleSpec::Simple {
                 interval_ms: 1000,
                 repeat_count: 2,
@@ -265,7 +266,9 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
     let succeeded_since = |m: &str| {
         m.lines()
             .find_map(|l| {
-                l.strip_prefix(r#"chime_job_last_success_timestamp_seconds{job="default.tick"} "#)
+                l.strip_prefix(
+                    r#"chime_job_last_success_timestamp_seconds{job="default.日报 \"tick\""} "#,
+                )
             })
             .and_then(|at| at.trim().parse::<f64>().ok())
             .is_some_and(|at| at > 1.7e9)
@@ -297,9 +300,9 @@ async fn a_standalone_scheduler_and_worker_serve_their_own_metrics() -> Result<(
     eventually("the job's finished tasks", || async {
         Ok(metrics_text(&dependency_url).await.is_ok_and(|m| {
             m.contains(
-                r#"chime_job_tasks_finished_total{job="default.tick",outcome="succeeded"} 3"#,
+                r#"chime_job_tasks_finished_total{job="default.日报 \"tick\"",outcome="succeeded"} 3"#,
             ) && m.contains(
-                r#"chime_job_tasks_finished_total{job="default.tick",outcome="failed"} 0"#,
+                r#"chime_job_tasks_finished_total{job="default.日报 \"tick\"",outcome="failed"} 0"#,
             )
         }))
     })

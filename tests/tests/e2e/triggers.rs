@@ -580,3 +580,139 @@ async fn an_update_changes_only_what_it_is_given_and_the_audit_trail_says_what()
     );
     env.cleanup().await
 }
+
+/// Quartz users name jobs in their own language: a job, trigger, calendar and groups named with
+/// any printable characters work through the CLI and the API (paths percent-encoded) and show
+/// unchanged; a name with '/' or a control character is refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_in_any_language_work_through_the_cli_and_the_api() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let (job, group) = ("日报 ?#%&+", "relatórios.diários");
+    let (trigger, trigger_group) = ("diário às 07:00", "équipe \"α\"");
+    let calendar = "feriados 🎉";
+    ok(
+        &env,
+        &[
+            "calendar",
+            "create",
+            calendar,
+            "--definition",
+            r#"{"kind":"weekly","excluded_days":["SAT","SUN"],"time_zone":"Europe/Lisbon"}"#,
+        ],
+    )
+    .await?;
+    ok(
+        &env,
+        &["job", "create", job, "--group", group, "--kind", "noop"],
+    )
+    .await?;
+    ok(
+        &env,
+        &[
+            "trigger",
+            "create",
+            trigger,
+            "--group",
+            trigger_group,
+            "--job",
+            job,
+            "--job-group",
+            group,
+            "--calendar",
+            calendar,
+            "--schedule",
+            r#"{"kind":"cron","cron":"0 0 7 * * ?","time_zone":"Europe/Lisbon"}"#,
+        ],
+    )
+    .await?;
+
+    let shown = ok(
+        &env,
+        &[
+            "trigger",
+            "show",
+            trigger,
+            "--group",
+            trigger_group,
+            "--json",
+            "--count",
+            "25",
+        ],
+    )
+    .await?;
+    let shown: serde_json::Value = serde_json::from_str(&shown)?;
+    assert_eq!(shown["name"], trigger);
+    assert_eq!(shown["group"], trigger_group);
+    assert_eq!(shown["job"], job);
+    assert_eq!(shown["job_group"], group);
+    assert_eq!(shown["calendar"], calendar);
+    let fires = shown["next_fires"].as_array().cloned().unwrap_or_default();
+    assert_eq!(fires.len(), 25, "{shown}");
+    for fire in &fires {
+        let at: jiff::Timestamp = fire.as_str().unwrap_or_default().parse()?;
+        let local = at.to_zoned(jiff::tz::TimeZone::get("Europe/Lisbon")?);
+        assert_eq!((local.hour(), local.minute()), (7, 0), "{fire}");
+        assert!(!matches!(
+            local.weekday(),
+            jiff::civil::Weekday::Saturday | jiff::civil::Weekday::Sunday
+        ));
+    }
+    let job_shown = ok(&env, &["job", "show", job, "--group", group, "--json"]).await?;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&job_shown)?["name"],
+        job
+    );
+    ok(
+        &env,
+        &["trigger", "pause", trigger, "--group", trigger_group],
+    )
+    .await?;
+    ok(&env, &["trigger", "resume-group", trigger_group]).await?;
+
+    // The API, with the names percent-encoded as any HTTP client does.
+    let client = chime_tests::http();
+    let mut url = reqwest::Url::parse(env.api_url())?;
+    url.path_segments_mut()
+        .map_err(|()| anyhow::anyhow!("no path"))?
+        .extend(["api", "v1", "triggers", trigger_group, trigger]);
+    let answer = client
+        .get(url.clone())
+        .query(&[("count", "3")])
+        .send()
+        .await?;
+    assert_eq!(answer.status(), 200);
+    let view: serde_json::Value = answer.json().await?;
+    assert_eq!(view["next_fires"].as_array().map(Vec::len), Some(3));
+    assert_eq!(view["state"], "waiting");
+    let answer = client.get(url).query(&[("count", "1001")]).send().await?;
+    assert_eq!(answer.status(), 400);
+    assert!(answer.text().await?.contains("count 1001"));
+
+    // What cannot be a name is refused with the reason, and nothing is made.
+    for (bad, why) in [
+        ("a/b", "'/'"),
+        ("line\nbreak", "U+000A"),
+        ("..", "cannot name"),
+    ] {
+        let out = env.chime(&["job", "create", bad, "--kind", "noop"]).await?;
+        assert_error(&out, why);
+    }
+    let long = "é".repeat(201);
+    assert_error(
+        &env.chime(&[
+            "calendar",
+            "create",
+            &long,
+            "--definition",
+            r#"{"kind":"weekly","excluded_days":[]}"#,
+        ])
+        .await?,
+        "at most 200",
+    );
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(jobs, 1);
+    env.cleanup().await
+}

@@ -133,15 +133,37 @@ pub async fn list_triggers(
     Ok(Json(triggers::list(&state.store).await?))
 }
 
+/// How many fire times a trigger's view lists.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct TriggerParams {
+    /// Its next this many fire times (default 10, 0 to 1000).
+    count: Option<i64>,
+}
+
 /// Shows a trigger with its next fire times.
 #[utoipa::path(get, path = "/api/v1/triggers/{group}/{name}", tag = "triggers",
-    params(("group" = String, Path), ("name" = String, Path)),
-    responses((status = 200, body = TriggerView), (status = 404, body = ErrorBody)))]
+    params(("group" = String, Path), ("name" = String, Path), TriggerParams),
+    responses((status = 200, body = TriggerView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn get_trigger(
     State(state): State<AppState>,
     Path((group, name)): Path<(String, String)>,
+    Query(params): Query<TriggerParams>,
 ) -> Result<Json<TriggerView>, ApiError> {
-    Ok(Json(triggers::get(&state.store, &group, &name).await?))
+    let count = match params.count {
+        None => triggers::NEXT_FIRES,
+        Some(n) => usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= triggers::MAX_NEXT_FIRES)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "count {n}: give 0 to {} fire times",
+                    triggers::MAX_NEXT_FIRES
+                ))
+            })?,
+    };
+    Ok(Json(
+        triggers::get(&state.store, &group, &name, count).await?,
+    ))
 }
 
 /// Creates a calendar.
@@ -559,7 +581,7 @@ pub async fn trigger_action(
     Path((group, name, action)): Path<(String, String, String)>,
 ) -> Result<Json<Changed>, ApiError> {
     if action == "resume" {
-        let trigger = triggers::get(&state.store, &group, &name).await?;
+        let trigger = triggers::get(&state.store, &group, &name, 0).await?;
         may_run_jobs_of(&state, &caller, &trigger.job_group, &trigger.job, false).await?;
     }
     pause_or_resume(&state, triggers::Target::Trigger(&group, &name), &action).await

@@ -110,7 +110,11 @@ pub struct Named {
 
 impl Named {
     fn path(&self, collection: &str) -> String {
-        format!("/api/v1/{collection}/{}/{}", self.group, self.name)
+        format!(
+            "/api/v1/{collection}/{}/{}",
+            super::path_segment(&self.group),
+            super::path_segment(&self.name)
+        )
     }
 }
 
@@ -224,6 +228,9 @@ pub enum TriggerCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// How many next fire times to list (0 to 1000).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(0..=1000))]
+        count: u16,
     },
     /// Pauses a trigger.
     Pause(Named),
@@ -519,13 +526,33 @@ pub async fn trigger(client: &ApiClient, command: TriggerCommand) -> Result<()> 
         }
         TriggerCommand::Delete(t) => client.delete(&t.path("triggers")).await?,
         TriggerCommand::PauseGroup { group } => {
-            changed(client, &format!("/api/v1/trigger-groups/{group}/pause")).await?
+            changed(
+                client,
+                &format!(
+                    "/api/v1/trigger-groups/{}/pause",
+                    super::path_segment(&group)
+                ),
+            )
+            .await?
         }
         TriggerCommand::ResumeGroup { group } => {
-            changed(client, &format!("/api/v1/trigger-groups/{group}/resume")).await?
+            changed(
+                client,
+                &format!(
+                    "/api/v1/trigger-groups/{}/resume",
+                    super::path_segment(&group)
+                ),
+            )
+            .await?
         }
-        TriggerCommand::Show { trigger, json } => {
-            let t: TriggerView = client.get(&trigger.path("triggers")).await?;
+        TriggerCommand::Show {
+            trigger,
+            json,
+            count,
+        } => {
+            let t: TriggerView = client
+                .get_with(&trigger.path("triggers"), &[("count", count.to_string())])
+                .await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&t)?);
                 return Ok(());
@@ -849,7 +876,10 @@ pub async fn calendar(client: &ApiClient, command: CalendarCommand) -> Result<()
                 definition: json_arg("--definition", &definition)?,
             };
             let updated: NamedCalendar = client
-                .put(&format!("/api/v1/calendars/{name}"), &calendar)
+                .put(
+                    &format!("/api/v1/calendars/{}", super::path_segment(&name)),
+                    &calendar,
+                )
                 .await?;
             println!("{}", updated.name);
         }
@@ -871,7 +901,9 @@ pub async fn calendar(client: &ApiClient, command: CalendarCommand) -> Result<()
             table(&["CALENDAR", "DEFINITION"], &rows);
         }
         CalendarCommand::Delete { name } => {
-            client.delete(&format!("/api/v1/calendars/{name}")).await?
+            client
+                .delete(&format!("/api/v1/calendars/{}", super::path_segment(&name)))
+                .await?
         }
     }
     Ok(())

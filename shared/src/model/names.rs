@@ -1,0 +1,89 @@
+//! What a job, trigger, calendar or group may be called.
+//!
+//! Quartz takes any string up to 200 characters, and its users name jobs in their own language
+//! (`日报`, `relatórios`, `diário às 07:00`), so chime does too: every printable character,
+//! spaces and punctuation included. A control character is refused because it cannot be shown or
+//! typed back, and `/` because these names are segments of API and dashboard paths (every other
+//! character is percent-encoded there). Worker groups, kinds and the AMQP prefix keep the narrower
+//! rule of [`crate::config::is_valid_name`]: they become queue names and routing keys.
+
+/// The longest name, in characters, as Quartz's `VARCHAR(200)` columns.
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// Why `name` cannot name a job, trigger, calendar or group, if it cannot; `what` says which
+/// (`"job name"`, `"trigger group"`, …) and leads the message.
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+    let shown = name.escape_debug();
+    let chars = name.chars().count();
+    if chars == 0 {
+        return Err(format!("{what} is empty"));
+    }
+    if chars > MAX_NAME_CHARS {
+        return Err(format!(
+            "{what} {shown:.60}…: {chars} characters, at most {MAX_NAME_CHARS}"
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err(format!(
+            "{what} \"{shown}\": \".\" and \"..\" cannot name anything (a path would resolve them away)"
+        ));
+    }
+    if let Some(bad) = name.chars().find(|c| c.is_control() || *c == '/') {
+        return Err(format!(
+            "{what} \"{shown}\": {} is not allowed (no control characters and no '/')",
+            if bad == '/' {
+                "'/'".to_string()
+            } else {
+                format!("the control character U+{:04X}", u32::from(bad))
+            }
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `name` may name a job, trigger, calendar or group.
+pub fn is_valid_name(name: &str) -> bool {
+    check_name("", name).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_what_quartz_users_name_things() {
+        for name in [
+            "日报",
+            "relatórios",
+            "diário às 07:00",
+            "Nightly report (EU)",
+            "com.acme.reports",
+            "a?b#c%d&e=f+g\"h'i\\j",
+            "emoji 🚀",
+            &"x".repeat(200),
+            &"é".repeat(200),
+        ] {
+            assert!(check_name("job name", name).is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_cannot_be_shown_or_routed_with_the_reason() {
+        let cases = [
+            ("", "is empty"),
+            (".", "cannot name"),
+            ("..", "cannot name"),
+            ("a/b", "'/'"),
+            ("a\nb", "U+000A"),
+            ("a\0b", "U+0000"),
+            ("tab\there", "U+0009"),
+        ];
+        for (name, why) in cases {
+            let error = check_name("job name", name).unwrap_err();
+            assert!(error.starts_with("job name"), "{error}");
+            assert!(error.contains(why), "{name:?}: {error}");
+        }
+        let long = check_name("trigger name", &"x".repeat(201)).unwrap_err();
+        assert!(long.contains("201 characters, at most 200"), "{long}");
+    }
+}
