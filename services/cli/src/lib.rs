@@ -78,6 +78,9 @@ enum Command {
     /// Applies the database migrations (creating the database if needed).
     #[command(after_help = CONNECTION_HELP)]
     Migrate(MigrateArgs),
+    /// Imports another scheduler's store: `chime import quartz --from URL`.
+    #[command(subcommand, after_help = CONNECTION_HELP)]
+    Import(commands::import::ImportCommand),
     /// Submits an ad-hoc task and prints its id.
     Submit(commands::submit::SubmitArgs),
     /// Lists, shows, follows (logs), kills and re-runs tasks.
@@ -587,6 +590,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Migrate(args) => {
             commands::services::migrate(&settings(global, None)?, args.drop_old_bindings).await
         }
+        Command::Import(command) => commands::import::run(&settings(global, None)?, command).await,
         Command::Submit(args) => {
             commands::submit::run(&client(&settings(global, None)?)?, args).await
         }

@@ -33,7 +33,7 @@ pub enum ShellCommand {
 
 /// Makes an HTTP request: `{"url": "https://…", "method": "POST", "headers": {…}, "body": …,
 /// "expected_status": [200, 201]}`. A string body is sent as it is; any other JSON body is sent
-/// as JSON. Without `expected_status`, any 2xx succeeds. 429 and 503 reject the attempt (try
+/// as JSON; `"send_data": true` sends the task's data as the JSON body instead. Without `expected_status`, any 2xx succeeds. 429 and 503 reject the attempt (try
 /// later, honouring Retry-After); any other status fails it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +49,10 @@ pub struct HttpSpec {
     /// The request body.
     #[serde(default)]
     pub body: Option<serde_json::Value>,
+    /// Send the task's data (the job's with the trigger's and the run's on top) as the JSON
+    /// body, as a Quartz job reads its merged JobDataMap.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub send_data: bool,
     /// The statuses that mean success (default: any 2xx).
     #[serde(default)]
     pub expected_status: Vec<u16>,
@@ -173,6 +177,11 @@ impl HttpSpec {
                 "url {:?} must be an absolute http:// or https:// URL",
                 parsed.url
             )));
+        }
+        if parsed.send_data && parsed.body.as_ref().is_some_and(|b| !b.is_null()) {
+            return Err(SpecError::Http(
+                "give either body or send_data, not both".into(),
+            ));
         }
         if let Some(bad) = parsed
             .expected_status

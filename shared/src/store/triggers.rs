@@ -19,6 +19,11 @@ use super::{Context, Store, StoreError};
 use crate::schedule::misfire::MisfirePolicy;
 use crate::schedule::{Calendar, CalendarSpec, Schedule, ScheduleSpec, format_fire_time};
 
+/// The paused group that stands for every group, present and future: Quartz's `pauseAll()`
+/// marker, kept under Quartz's own name so an imported store means what it meant.
+/// `chime trigger pause-group` of it pauses every trigger; `resume-group` resumes them.
+pub const ALL_GROUPS: &str = "_$_ALL_GROUPS_PAUSED_$_";
+
 /// How many future fire times `show` lists unless asked for another count.
 pub const NEXT_FIRES: usize = 10;
 
@@ -268,7 +273,8 @@ pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, S
                                misfire_policy, priority, state, start_time, end_time,
                                next_fire_time, data)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-                 CASE WHEN EXISTS (SELECT 1 FROM paused_trigger_groups WHERE group_name = $1)
+                 CASE WHEN EXISTS (SELECT 1 FROM paused_trigger_groups
+                                   WHERE group_name IN ($1, '_$_ALL_GROUPS_PAUSED_$_'))
                       OR (SELECT paused FROM jobs WHERE id = $3) THEN 'paused' ELSE 'waiting' END,
                  $9, $10, $11, $12)
          RETURNING id",
@@ -556,7 +562,12 @@ async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u
                 .execute(&mut *tx)
                 .await
                 .context("recording the group's pause")?;
-            ("t.group_name = $2 AND $3 = ''", group, "")
+            // The marker of every group applies to every trigger.
+            (
+                "(t.group_name = $2 OR $2 = '_$_ALL_GROUPS_PAUSED_$_') AND $3 = ''",
+                group,
+                "",
+            )
         }
         Target::Job(group, name) => {
             let found =
@@ -589,7 +600,8 @@ async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u
          WHERE {filter}
            AND t.state IN ('waiting', 'blocked', 'paused', 'paused_blocked')
            AND ($1 OR NOT (
-               EXISTS (SELECT 1 FROM paused_trigger_groups p WHERE p.group_name = t.group_name)
+               EXISTS (SELECT 1 FROM paused_trigger_groups p
+                       WHERE p.group_name IN (t.group_name, '_$_ALL_GROUPS_PAUSED_$_'))
                OR (SELECT paused FROM jobs j WHERE j.id = t.job_id)))"
     );
     let changed = sqlx::query(sqlx::AssertSqlSafe(statement))

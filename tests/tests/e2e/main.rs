@@ -14,6 +14,8 @@ mod notifications;
 mod outbox;
 mod package;
 mod process;
+mod quartz_import;
+mod quartz_import_refusals;
 mod retention;
 mod scale;
 mod schedule;

@@ -2,6 +2,7 @@
 
 pub mod access;
 pub mod groups;
+pub mod import;
 pub mod jobs;
 pub mod schedule;
 pub mod services;

@@ -18,7 +18,7 @@ use super::Attempt;
 pub async fn run(client: &reqwest::Client, spec: HttpSpec, attempt: &Attempt) -> AttemptEnd {
     let tail = &attempt.output;
     let exchange = async {
-        let request = build(client, &spec)?;
+        let request = build(client, &spec, &attempt.message.data)?;
         let mut response = request.send().await.map_err(|e| describe(&e))?;
         let status = response.status();
         let retry_after = response
@@ -81,7 +81,11 @@ pub async fn run(client: &reqwest::Client, spec: HttpSpec, attempt: &Attempt) ->
     }
 }
 
-fn build(client: &reqwest::Client, spec: &HttpSpec) -> Result<reqwest::RequestBuilder, String> {
+fn build(
+    client: &reqwest::Client,
+    spec: &HttpSpec,
+    data: &serde_json::Value,
+) -> Result<reqwest::RequestBuilder, String> {
     let method = Method::from_bytes(spec.method.as_bytes())
         .map_err(|_| format!("invalid method {:?}", spec.method))?;
     let mut headers = HeaderMap::new();
@@ -93,6 +97,9 @@ fn build(client: &reqwest::Client, spec: &HttpSpec) -> Result<reqwest::RequestBu
         headers.insert(name, value);
     }
     let request = client.request(method, &spec.url).headers(headers);
+    if spec.send_data {
+        return Ok(request.json(data));
+    }
     Ok(match &spec.body {
         None | Some(serde_json::Value::Null) => request,
         Some(serde_json::Value::String(text)) => request.body(text.clone()),

@@ -1,0 +1,218 @@
+//! `chime import quartz` refuses what it cannot take, says why, and writes nothing: a database
+//! that is not a Quartz store, a missing table, a live node, a zone it cannot name, an
+//! unreadable blob. The store here is written by hand with the columns Quartz 2.3.2's
+//! PostgreSQL script makes (a store made by Quartz itself is `quartz_import`'s).
+
+use anyhow::Result;
+use chime_tests::TestEnv;
+
+/// The eleven tables with their columns, as Quartz's `tables_postgres.sql` has them.
+const SCHEMA: &str = "
+CREATE TABLE qrtz_job_details (sched_name varchar(120), job_name varchar(200), job_group varchar(200),
+  description varchar(250), job_class_name varchar(250), is_durable bool, is_nonconcurrent bool,
+  is_update_data bool, requests_recovery bool, job_data bytea, PRIMARY KEY (sched_name, job_name, job_group));
+CREATE TABLE qrtz_triggers (sched_name varchar(120), trigger_name varchar(200), trigger_group varchar(200),
+  job_name varchar(200), job_group varchar(200), description varchar(250), next_fire_time bigint,
+  prev_fire_time bigint, priority integer, trigger_state varchar(16), trigger_type varchar(8),
+  start_time bigint, end_time bigint, calendar_name varchar(200), misfire_instr smallint, job_data bytea,
+  PRIMARY KEY (sched_name, trigger_name, trigger_group));
+CREATE TABLE qrtz_simple_triggers (sched_name varchar(120), trigger_name varchar(200), trigger_group varchar(200),
+  repeat_count bigint, repeat_interval bigint, times_triggered bigint);
+CREATE TABLE qrtz_cron_triggers (sched_name varchar(120), trigger_name varchar(200), trigger_group varchar(200),
+  cron_expression varchar(120), time_zone_id varchar(80));
+CREATE TABLE qrtz_simprop_triggers (sched_name varchar(120), trigger_name varchar(200), trigger_group varchar(200),
+  str_prop_1 varchar(512), str_prop_2 varchar(512), str_prop_3 varchar(512), int_prop_1 int, int_prop_2 int,
+  long_prop_1 bigint, long_prop_2 bigint, dec_prop_1 numeric(13,4), dec_prop_2 numeric(13,4),
+  bool_prop_1 bool, bool_prop_2 bool);
+CREATE TABLE qrtz_blob_triggers (sched_name varchar(120), trigger_name varchar(200), trigger_group varchar(200), blob_data bytea);
+CREATE TABLE qrtz_calendars (sched_name varchar(120), calendar_name varchar(200), calendar bytea);
+CREATE TABLE qrtz_paused_trigger_grps (sched_name varchar(120), trigger_group varchar(200));
+CREATE TABLE qrtz_fired_triggers (sched_name varchar(120), entry_id varchar(95), trigger_name varchar(200),
+  trigger_group varchar(200), instance_name varchar(200), fired_time bigint, sched_time bigint, priority integer,
+  state varchar(16), job_name varchar(200), job_group varchar(200), is_nonconcurrent bool, requests_recovery bool);
+CREATE TABLE qrtz_scheduler_state (sched_name varchar(120), instance_name varchar(200), last_checkin_time bigint,
+  checkin_interval bigint);
+CREATE TABLE qrtz_locks (sched_name varchar(120), lock_name varchar(40));
+";
+
+/// A job `reports.日报` of an unmapped class with a cron trigger due in 2030 (zone `zone`) and
+/// an hourly simple trigger; no job data.
+fn rows(zone: &str) -> String {
+    format!(
+        "INSERT INTO qrtz_job_details VALUES ('S', '日报', 'reports', 'daily', 'com.acme.Daily', true, false, false, false, NULL);
+         INSERT INTO qrtz_triggers VALUES ('S', 'at-7', 'DEFAULT', '日报', 'reports', NULL, 1893461400000, -1, 5,
+           'WAITING', 'CRON', 1577836800000, 0, NULL, 0, ''::bytea);
+         INSERT INTO qrtz_cron_triggers VALUES ('S', 'at-7', 'DEFAULT', '0 0 7 * * ?', '{zone}');
+         INSERT INTO qrtz_triggers VALUES ('S', 'hourly', 'DEFAULT', '日报', 'reports', NULL, 1893456000000, -1, 7,
+           'PAUSED', 'SIMPLE', 1893456000000, 0, NULL, 0, NULL);
+         INSERT INTO qrtz_simple_triggers VALUES ('S', 'hourly', 'DEFAULT', -1, 3600000, 0);
+         INSERT INTO qrtz_locks VALUES ('S', 'TRIGGER_ACCESS');"
+    )
+}
+
+/// A database of its own on the test server, with `sql` run in it; returns its URL.
+async fn quartz_database(sql: &str) -> Result<(String, String)> {
+    let (server, _) = chime_tests::server_urls();
+    let name = format!("qz_{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+    let admin = sqlx::PgPool::connect(&format!("{server}/postgres")).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await?;
+    admin.close().await;
+    let url = format!("{server}/{name}");
+    let db = sqlx::PgPool::connect(&url).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+        .execute(&db)
+        .await?;
+    db.close().await;
+    Ok((url, name))
+}
+
+async fn drop_database(name: &str) -> Result<()> {
+    let (server, _) = chime_tests::server_urls();
+    let admin = sqlx::PgPool::connect(&format!("{server}/postgres")).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await?;
+    admin.close().await;
+    Ok(())
+}
+
+fn failed(out: &std::process::Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected a refusal: {out:?}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains(needle),
+        "{stderr:?} should say {needle:?}"
+    );
+}
+
+async fn chime_rows(env: &TestEnv) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM triggers)
+              + (SELECT count(*) FROM calendars) + (SELECT count(*) FROM paused_trigger_groups)",
+    )
+    .fetch_one(env.store.pool())
+    .await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_cannot_be_imported_is_refused_by_name_and_nothing_is_written() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let import = |url: &str, extra: &[&str]| {
+        let mut args = vec![
+            "import",
+            "quartz",
+            "--from",
+            url,
+            "--now",
+            "2026-01-01T00:00:00Z",
+        ];
+        args.extend_from_slice(extra);
+        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>| {
+        let env = &env;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            env.chime(&args).await
+        }
+    };
+
+    // Not a Quartz store at all, then one table short.
+    let (empty, empty_db) = quartz_database("SELECT 1").await?;
+    failed(
+        &run(import(&empty, &[])).await?,
+        "not a Quartz store: no table QRTZ_JOB_DETAILS",
+    );
+    let (short, short_db) = quartz_database(&format!("{SCHEMA} DROP TABLE qrtz_locks;")).await?;
+    failed(&run(import(&short, &[])).await?, "no table QRTZ_LOCKS");
+    failed(
+        &run(import(&short, &["--table-prefix", "other.QRTZ_"])).await?,
+        "in schema \"other\"",
+    );
+
+    // A node that checked in a second before "now" is alive.
+    let live = format!(
+        "{SCHEMA} {} INSERT INTO qrtz_scheduler_state VALUES ('S', 'node-1', 1767225599000, 7500);",
+        rows("Europe/Berlin")
+    );
+    let (live, live_db) = quartz_database(&live).await?;
+    failed(
+        &run(import(&live, &[])).await?,
+        "Quartz node \"node-1\" of scheduler \"S\"",
+    );
+    // A Java-only zone it cannot name fails the trigger, naming the id; nothing is written.
+    let (zoned, zoned_db) =
+        quartz_database(&format!("{SCHEMA} {}", rows("Mars/Olympus_Mons"))).await?;
+    let out = run(import(&zoned, &["--json"])).await?;
+    failed(&out, "cannot be imported");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["failed"][0]["name"], "DEFAULT.at-7", "{report}");
+    assert!(
+        report["failed"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("Mars/Olympus_Mons")),
+        "{report}"
+    );
+    failed(
+        &run(import(&zoned, &["--jvm-time-zone", "Europe/Narnia"])).await?,
+        "--jvm-time-zone \"Europe/Narnia\"",
+    );
+    // An unreadable calendar blob (a truncated stream) is named; --skip-unreadable takes the rest.
+    sqlx::raw_sql(
+        "INSERT INTO qrtz_calendars VALUES ('S', 'broken', '\\xaced0005737200'::bytea);
+         UPDATE qrtz_cron_triggers SET time_zone_id = 'IST';",
+    )
+    .execute(&sqlx::PgPool::connect(&zoned).await?)
+    .await?;
+    let out = run(import(&zoned, &["--json"])).await?;
+    failed(&out, "cannot be imported");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["failed"][0]["kind"], "calendar", "{report}");
+    assert_eq!(report["failed"][0]["name"], "broken", "{report}");
+    assert_eq!(
+        chime_rows(&env).await?,
+        0,
+        "a refused import wrote something"
+    );
+
+    let out = run(import(&zoned, &["--json", "--skip-unreadable"])).await?;
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["imported"]["jobs"], 1, "{report}");
+    assert_eq!(report["imported"]["triggers"], 2, "{report}");
+    assert_eq!(
+        report["needs_mapping"][0]["class"], "com.acme.Daily",
+        "{report}"
+    );
+    // An unmapped job comes in paused, its triggers too; `IST` is India's zone, as in Java.
+    let job = chime_core::store::jobs::get(&env.store, "reports", "日报").await?;
+    assert!(job.paused, "{job:?}");
+    let at7 = chime_core::store::triggers::get(&env.store, "DEFAULT", "at-7", 2).await?;
+    assert_eq!(at7.state, "paused");
+    assert_eq!(
+        at7.next_fires,
+        ["2030-01-01T01:30:00.000Z", "2030-01-02T01:30:00.000Z"]
+    );
+    let hourly = chime_core::store::triggers::get(&env.store, "DEFAULT", "hourly", 1).await?;
+    assert_eq!((hourly.state.as_str(), hourly.priority), ("paused", 7));
+
+    // Again: nothing new, everything reported as present.
+    let before = chime_rows(&env).await?;
+    let out = run(import(&zoned, &["--json", "--skip-unreadable"])).await?;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(
+        report["already_present"].as_array().map(Vec::len),
+        Some(3),
+        "{report}"
+    );
+    assert_eq!(chime_rows(&env).await?, before);
+
+    for db in [empty_db, short_db, live_db, zoned_db] {
+        drop_database(&db).await?;
+    }
+    env.cleanup().await
+}
