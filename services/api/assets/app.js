@@ -452,6 +452,7 @@ const taskTable = (tasks) => table(TASK_HEADERS, tasks.map(taskRow));
 function matches(t, f, shown = false) {
   if (!shown && (f.worker || f.backfill)) return false;
   if (f.status && t.status !== f.status) return false;
+  if (f.job_name && (!t.job || t.job.group !== (f.job_group || "default") || t.job.name !== f.job_name)) return false;
   if (f.job) {
     const [g, n] = f.job.includes(".") ? [f.job.slice(0, f.job.indexOf(".")), f.job.slice(f.job.indexOf(".") + 1)] : ["default", f.job];
     if (!t.job || t.job.group !== g || t.job.name !== n) return false;
@@ -468,7 +469,7 @@ function matches(t, f, shown = false) {
   return true;
 }
 
-const FILTERS = ["status", "job", "worker_group", "kind", "data_time_from", "data_time_to", "q", "worker", "backfill"];
+const FILTERS = ["status", "job", "job_group", "job_name", "worker_group", "kind", "data_time_from", "data_time_to", "q", "worker", "backfill"];
 async function tasksPage(main) {
   const search = new URLSearchParams(location.search);
   const filter = Object.fromEntries(FILTERS.map((k) => [k, search.get(k) || ""]));
@@ -493,6 +494,8 @@ async function tasksPage(main) {
   h("select", { name: "status" }, h("option", { value: "" }, "any status"),
     STATUSES.map((s) => h("option", { value: s, selected: filter.status === s }, s))),
   field("job", "job (group.name)", 16), field("worker_group", "worker group"), field("kind", "kind", 8),
+  // A job named apart (its group may hold a dot) stays in the filter.
+  ["job_group", "job_name"].filter((k) => filter[k]).map((k) => h("input", { type: "hidden", name: k, value: filter[k] })),
   h("label", { class: "muted" }, `data time (${viewZone()}) `, field("data_time_from", "from", 0, "datetime-local"), " – ",
     field("data_time_to", "to", 0, "datetime-local")),
   field("q", "text or id", 14), h("button", {}, "Filter"), link("/tasks", "clear"));
@@ -755,7 +758,7 @@ async function jobPage(main, group, name) {
       ? table(["trigger", "schedule", "zone", "state", "next fires"], triggerRows) : h("p", { class: "muted" }, "No triggers: it runs when run by hand or by its upstreams.")),
     section("Depends on", deps.upstreams.length ? table(["upstream", "window", "on failure"], deps.upstreams.map((d) => depRow(d, d.upstream))) : h("p", { class: "muted" }, "Nothing.")),
     section("Needed by", deps.downstreams.length ? table(["downstream", "window", "on failure"], deps.downstreams.map((d) => depRow(d, d.job))) : h("p", { class: "muted" }, "Nothing.")),
-    section([h("span", {}, "Recent runs"), link(`/tasks?job=${encodeURIComponent(full)}`, "all")],
+    section([h("span", {}, "Recent runs"), link(`/tasks?${new URLSearchParams({ job_group: group, job_name: name })}`, "all")],
       runsChart(runs),
       h("table", {}, h("thead", {}, h("tr", {}, TASK_HEADERS.map((x) => h("th", {}, x)))), runsBody)));
   return {

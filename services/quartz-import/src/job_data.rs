@@ -22,6 +22,10 @@ pub const MAX_NESTING: usize = 64;
 /// (each sharing doubling the JSON), so the expansion is bounded, not just the stream.
 pub const MAX_JSON_VALUES: usize = 1_000_000;
 
+/// How many bytes of text one map may expand to: a few bytes of stream can repeat one long
+/// string (or byte array) by reference many times over.
+pub const MAX_JSON_TEXT_BYTES: usize = 64 << 20;
+
 /// A decoded `JOB_DATA` column.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DecodedData {
@@ -167,6 +171,8 @@ impl ConvError {
 struct Converter {
     /// JSON values produced so far (all keys).
     produced: usize,
+    /// Bytes of text produced so far (all keys).
+    text_bytes: usize,
     /// Objects and arrays on the path being converted: a cycle would never end.
     path: Vec<usize>,
     /// A NUL was replaced in the current key's value.
@@ -199,8 +205,26 @@ impl Converter {
         Ok((raw, text, had_nul))
     }
 
+    /// Counts `bytes` more of text against [`MAX_JSON_TEXT_BYTES`].
+    fn spend(&mut self, bytes: usize) -> Result<(), ConvError> {
+        self.text_bytes = self.text_bytes.saturating_add(bytes);
+        if self.text_bytes > MAX_JSON_TEXT_BYTES {
+            return Err(ConvError::Malformed(format!(
+                "expands to more than {MAX_JSON_TEXT_BYTES} bytes of text"
+            )));
+        }
+        Ok(())
+    }
+
     fn value(&mut self, value: JValue<'_>, depth: usize) -> Result<Value, ConvError> {
         self.produced += 1;
+        if let JValue::String(s) = value {
+            self.spend(s.len())?;
+        }
+        if let JValue::Array(array) = value {
+            self.spend(array.bytes().map_or(0, |b| b.len() / 3 * 4 + 4))?;
+            self.spend(array.chars().map_or(0, |c| c.len() * 3))?;
+        }
         if self.produced > MAX_JSON_VALUES {
             return Err(ConvError::Malformed(format!(
                 "expands to more than {MAX_JSON_VALUES} values"

@@ -63,6 +63,9 @@ pub struct PlannedCalendar {
     pub definition: CalendarSpec,
     /// Quartz's description.
     pub description: String,
+    /// Made from a base calendar embedded in another, not a stored one.
+    #[serde(skip)]
+    pub generated: bool,
 }
 
 /// A job to write.
@@ -239,8 +242,12 @@ impl Report {
     }
 }
 
+/// An instant PostgreSQL's timestamptz can hold too (years 1 to 9999).
 fn millis(ms: i64) -> Option<Timestamp> {
-    Timestamp::from_millisecond(ms).ok()
+    const YEAR_1: i64 = -62_135_596_800_000;
+    (ms >= YEAR_1)
+        .then(|| Timestamp::from_millisecond(ms).ok())
+        .flatten()
 }
 
 fn full(group: &str, name: &str) -> String {
@@ -254,6 +261,13 @@ pub fn plan(store: &QuartzStore, options: &PlanOptions) -> Plan {
         tables: store.tables.clone(),
         ..Report::default()
     };
+    if store.nodes.is_empty() {
+        report.warnings.push(
+            "no Quartz node checks in to this store (it is not clustered): the import cannot \
+             tell whether a node still runs on it, so make sure every node is stopped"
+                .into(),
+        );
+    }
     let calendars = plan_calendars(&store.calendars, options, &mut report);
     let calendar_names: HashMap<&str, &PlannedCalendar> =
         calendars.iter().map(|c| (c.name.as_str(), c)).collect();
@@ -389,6 +403,7 @@ fn plan_calendars(
                     name: name.clone(),
                     definition: base.to_spec(),
                     description: base.description.clone().unwrap_or_default(),
+                    generated: true,
                 });
             }
             level = base.base.as_deref();
@@ -397,18 +412,27 @@ fn plan_calendars(
             name: row.name.clone(),
             definition,
             description: decoded.description.clone().unwrap_or_default(),
+            generated: false,
         });
     }
-    // A stored calendar named like a generated `.base` one wins.
-    let stored: HashSet<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    // A stored calendar wins over a generated one of the same name, and a name is written once.
+    let stored: HashSet<String> = planned
+        .iter()
+        .filter(|c| !c.generated)
+        .map(|c| c.name.clone())
+        .collect();
     let mut seen = HashSet::new();
-    planned.reverse();
     planned.retain(|c| {
-        let generated = c.name.ends_with(".base") && !stored.contains(c.name.as_str());
-        let keep = seen.insert(c.name.clone());
-        keep || !generated
+        if c.generated && stored.contains(&c.name) {
+            report.warnings.push(format!(
+                "calendar {}: a stored calendar has this name, so the embedded base calendar \
+                 is not shown on its own (its copy stays chained)",
+                c.name
+            ));
+            return false;
+        }
+        seen.insert(c.name.clone())
     });
-    planned.reverse();
     planned
 }
 
@@ -596,10 +620,15 @@ fn plan_trigger(
             misfire_code = row
                 .misfire_instruction
                 .unwrap_or(decoded.misfire_instruction);
-            if calendar_name.is_none() && decoded.calendar_name.is_some() {
-                calendar_name = decoded
-                    .calendar_name
-                    .filter(|n| calendars.contains_key(n.as_str()));
+            if calendar_name.is_none()
+                && let Some(name) = decoded.calendar_name
+            {
+                if !calendars.contains_key(name.as_str()) {
+                    return Err(Failure::Skip(format!(
+                        "its calendar {name:?} is not imported"
+                    )));
+                }
+                calendar_name = Some(name);
             }
             (
                 with_times(decoded.schedule, start, end),

@@ -36,13 +36,12 @@ pub const CHECKIN_GRACE_MS: i64 = 7_500;
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// The database could not be reached or answered with an error.
-    #[error("{what}: {source}")]
+    #[error("{what}: {said}")]
     Database {
         /// What was being done.
         what: String,
         /// What PostgreSQL or the connection said.
-        #[source]
-        source: sqlx::Error,
+        said: String,
     },
     /// The prefix names no Quartz store, or only part of one.
     #[error(
@@ -111,7 +110,18 @@ pub enum SourceError {
 
 fn db(what: impl Into<String>) -> impl FnOnce(sqlx::Error) -> SourceError {
     let what = what.into();
-    move |source| SourceError::Database { what, source }
+    move |error| SourceError::Database {
+        what,
+        said: said(&error),
+    }
+}
+
+/// What a database error says, without the server's source location sqlx appends.
+pub(crate) fn said(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Database(e) => e.message().to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// What to read.
@@ -347,14 +357,13 @@ pub async fn read(url: &str, options: &SourceOptions) -> Result<QuartzStore, Sou
     let nodes = read_nodes(&mut tx, &tables, &scheduler).await?;
     if !options.force {
         let now = options.now.as_millisecond();
-        if let Some(node) = nodes
-            .iter()
-            .find(|n| now - n.last_checkin < n.checkin_interval + CHECKIN_GRACE_MS)
-        {
+        if let Some(node) = nodes.iter().find(|n| {
+            now.saturating_sub(n.last_checkin) < n.checkin_interval.saturating_add(CHECKIN_GRACE_MS)
+        }) {
             return Err(SourceError::LiveNode {
                 scheduler,
                 instance: node.instance.clone(),
-                ago_ms: now - node.last_checkin,
+                ago_ms: now.saturating_sub(node.last_checkin),
                 interval_ms: node.checkin_interval,
             });
         }
@@ -412,9 +421,10 @@ async fn find_tables(conn: &mut PgConnection, prefix: &str) -> Result<Tables, So
     .fetch_all(&mut *conn)
     .await
     .map_err(db("looking for the Quartz tables"))?;
-    let mut quoted: HashMap<&'static str, String> = HashMap::new();
-    let mut columns: HashMap<&'static str, HashMap<String, String>> = HashMap::new();
-    let mut found_in: HashMap<&'static str, (String, String)> = HashMap::new();
+    // Every matching table by schema, schemas in search-path order; the store is the first
+    // schema holding all eleven, so tables are never mixed from two schemas.
+    type Found = HashMap<&'static str, (String, HashMap<String, String>)>;
+    let mut schemas: Vec<(String, Found)> = Vec::new();
     for row in rows {
         let (table_schema, table_name, column): (String, String, String) = (
             row.try_get(0).map_err(db("reading the catalogue"))?,
@@ -427,24 +437,41 @@ async fn find_tables(conn: &mut PgConnection, prefix: &str) -> Result<Tables, So
         else {
             continue;
         };
-        // The nearest match wins; a second table of the same name further on is not read.
-        let home = found_in
-            .entry(suffix)
-            .or_insert_with(|| (table_schema.clone(), table_name.clone()));
-        if *home != (table_schema.clone(), table_name.clone()) {
+        let position = match schemas.iter().position(|(s, _)| *s == table_schema) {
+            Some(position) => position,
+            None => {
+                schemas.push((table_schema.clone(), HashMap::new()));
+                schemas.len() - 1
+            }
+        };
+        let Some((_, found)) = schemas.get_mut(position) else {
             continue;
+        };
+        // Of two tables differing only in letter case, the first (the unquoted one) is read.
+        let (name, columns) = found
+            .entry(suffix)
+            .or_insert_with(|| (table_name.clone(), HashMap::new()));
+        if *name == table_name {
+            columns.insert(column.to_lowercase(), column);
         }
-        quoted
-            .entry(suffix)
-            .or_insert_with(|| format!("{}.{}", quote(&table_schema), quote(&table_name)));
-        columns
-            .entry(suffix)
-            .or_default()
-            .insert(column.to_lowercase(), column);
     }
+    let best = schemas
+        .iter()
+        .position(|(_, found)| found.len() == TABLES.len())
+        .or_else(|| {
+            (0..schemas.len()).max_by_key(|i| {
+                (
+                    schemas.get(*i).map_or(0, |(_, f)| f.len()),
+                    std::cmp::Reverse(*i),
+                )
+            })
+        });
+    let (home, found) = best
+        .and_then(|i| schemas.get(i).cloned())
+        .unwrap_or_default();
     let missing: Vec<String> = TABLES
         .iter()
-        .filter(|t| !quoted.contains_key(*t))
+        .filter(|t| !found.contains_key(*t))
         .map(|t| format!("{table_prefix}{t}"))
         .collect();
     if !missing.is_empty() {
@@ -454,10 +481,13 @@ async fn find_tables(conn: &mut PgConnection, prefix: &str) -> Result<Tables, So
             schema,
         });
     }
-    let shown = found_in
-        .get("TRIGGERS")
-        .map(|(schema, _)| format!("{schema}.{table_prefix}"))
-        .unwrap_or_default();
+    let mut quoted = HashMap::new();
+    let mut columns = HashMap::new();
+    for (suffix, (name, cols)) in found {
+        quoted.insert(suffix, format!("{}.{}", quote(&home), quote(&name)));
+        columns.insert(suffix, cols);
+    }
+    let shown = format!("{home}.{table_prefix}");
     Ok(Tables {
         quoted,
         columns,

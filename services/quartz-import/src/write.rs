@@ -24,13 +24,12 @@ pub struct Written {
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     /// chime's store refused or could not be reached.
-    #[error("{what}: {source}")]
+    #[error("{what}: {said}")]
     Store {
         /// What was being written.
         what: &'static str,
         /// What happened.
-        #[source]
-        source: sqlx::Error,
+        said: String,
     },
     /// The store's own checks.
     #[error(transparent)]
@@ -38,7 +37,10 @@ pub enum WriteError {
 }
 
 fn store_error(what: &'static str) -> impl FnOnce(sqlx::Error) -> WriteError {
-    move |source| WriteError::Store { what, source }
+    move |error| WriteError::Store {
+        what,
+        said: crate::source::said(&error),
+    }
 }
 
 /// Writes `plan` in one transaction.
@@ -73,7 +75,7 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
         "calendar",
         plan.calendars.iter().map(|c| c.name.clone()),
         made,
-        replace,
+        (!replace).then_some(""),
     );
 
     let jobs: Vec<Value> = plan
@@ -117,8 +119,23 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
         "job",
         plan.jobs.iter().map(|j| format!("{}.{}", j.group, j.name)),
         made,
-        replace,
+        (!replace).then_some(""),
     );
+
+    // Paused groups before triggers: a trigger of a paused group is written paused.
+    let mut groups = plan.paused_groups.clone();
+    if plan.all_groups_paused {
+        groups.push(ALL_GROUPS_PAUSED.to_string());
+    }
+    let made: Vec<String> = sqlx::query_scalar(
+        "INSERT INTO paused_trigger_groups (group_name) SELECT unnest($1::text[])
+         ON CONFLICT DO NOTHING RETURNING group_name",
+    )
+    .bind(&groups)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(store_error("writing the paused trigger groups"))?;
+    written.written += made.len();
 
     let rows: Vec<Value> = plan
         .triggers
@@ -135,13 +152,17 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
             })
         })
         .collect();
+    // --replace never touches a trigger chime has fired since Quartz's last fire (or has
+    // completed): putting Quartz's next fire back would fire again what chime already fired.
     let conflict = if replace {
         "DO UPDATE SET job_id = EXCLUDED.job_id, description = EXCLUDED.description, \
          schedule = EXCLUDED.schedule, calendar_name = EXCLUDED.calendar_name, \
          misfire_policy = EXCLUDED.misfire_policy, priority = EXCLUDED.priority, \
          state = EXCLUDED.state, start_time = EXCLUDED.start_time, end_time = EXCLUDED.end_time, \
          next_fire_time = EXCLUDED.next_fire_time, prev_fire_time = EXCLUDED.prev_fire_time, \
-         times_triggered = EXCLUDED.times_triggered, data = EXCLUDED.data, updated_at = now()"
+         times_triggered = EXCLUDED.times_triggered, data = EXCLUDED.data, updated_at = now() \
+         WHERE triggers.state <> 'complete' \
+           AND triggers.prev_fire_time IS NOT DISTINCT FROM EXCLUDED.prev_fire_time"
     } else {
         "DO NOTHING"
     };
@@ -150,7 +171,13 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
                                misfire_policy, priority, state, start_time, end_time,
                                next_fire_time, prev_fire_time, times_triggered, data)
          SELECT r.group_name, r.name, j.id, r.description, r.schedule, r.calendar_name,
-                r.misfire_policy, r.priority, r.state, r.start_time, r.end_time,
+                r.misfire_policy, r.priority,
+                -- A job paused in chime, or a paused group, holds it as creating it would.
+                CASE WHEN r.state = 'waiting' AND (j.paused OR EXISTS (
+                         SELECT 1 FROM paused_trigger_groups p
+                         WHERE p.group_name IN (r.group_name, '_$_ALL_GROUPS_PAUSED_$_')))
+                     THEN 'paused' ELSE r.state END,
+                r.start_time, r.end_time,
                 r.next_fire_time, r.prev_fire_time, r.times_triggered, r.data
          FROM jsonb_to_recordset($1) AS r(group_name text, name text, job_group text,
               job_name text, description text, schedule jsonb, calendar_name text,
@@ -172,22 +199,12 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
             .iter()
             .map(|t| format!("{}.{}", t.group, t.name)),
         made,
-        replace,
+        Some(if replace {
+            " (chime has fired it since; left as it is)"
+        } else {
+            ""
+        }),
     );
-
-    let mut groups = plan.paused_groups.clone();
-    if plan.all_groups_paused {
-        groups.push(ALL_GROUPS_PAUSED.to_string());
-    }
-    let made: Vec<String> = sqlx::query_scalar(
-        "INSERT INTO paused_trigger_groups (group_name) SELECT unnest($1::text[])
-         ON CONFLICT DO NOTHING RETURNING group_name",
-    )
-    .bind(&groups)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(store_error("writing the paused trigger groups"))?;
-    written.written += made.len();
 
     triggers::wake_schedulers(&mut tx, store).await?;
     tx.commit()
@@ -196,22 +213,23 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
     Ok(written)
 }
 
-/// Counts what `made` says was written, and lists the planned items it does not name.
+/// Counts what `made` says was written, and lists the planned items it does not name, each
+/// followed by `why` (None: not listed).
 fn note_present(
     written: &mut Written,
     kind: &str,
     planned: impl Iterator<Item = String>,
     made: Vec<String>,
-    replace: bool,
+    why: Option<&str>,
 ) {
     let made: std::collections::HashSet<String> = made.into_iter().collect();
     written.written += made.len();
-    if replace {
+    let Some(why) = why else {
         return;
-    }
+    };
     written.already_present.extend(
         planned
             .filter(|p| !made.contains(p))
-            .map(|p| format!("{kind} {p}")),
+            .map(|p| format!("{kind} {p}{why}")),
     );
 }

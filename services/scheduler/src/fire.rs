@@ -124,8 +124,7 @@ pub async fn fire_due(
         LEFT JOIN calendars c ON c.name = t.calendar_name
         WHERE t.state = 'waiting'
           AND t.next_fire_time <= now() + make_interval(secs => $1)
-          AND NOT EXISTS (SELECT 1 FROM paused_trigger_groups p
-                          WHERE p.group_name IN (t.group_name, '_$_ALL_GROUPS_PAUSED_$_'))
+          AND NOT EXISTS (SELECT 1 FROM paused_trigger_groups p WHERE p.group_name = t.group_name)
         ORDER BY t.next_fire_time, t.priority DESC
         LIMIT $2
         FOR UPDATE OF t SKIP LOCKED

@@ -3,7 +3,8 @@
 //! Quartz takes any string up to 200 characters, and its users name jobs in their own language
 //! (`日报`, `relatórios`, `diário às 07:00`), so chime does too: every printable character,
 //! spaces and punctuation included. A control character is refused because it cannot be shown or
-//! typed back, and `/` because these names are segments of API and dashboard paths (every other
+//! typed back, a bidirectional override or line separator because it makes a name read as
+//! another, and `/` because these names are segments of API and dashboard paths (every other
 //! character is percent-encoded there). Worker groups, kinds and the AMQP prefix keep the narrower
 //! rule of [`crate::config::is_valid_name`]: they become queue names and routing keys.
 
@@ -28,17 +29,29 @@ pub fn check_name(what: &str, name: &str) -> Result<(), String> {
             "{what} \"{shown}\": \".\" and \"..\" cannot name anything (a path would resolve them away)"
         ));
     }
-    if let Some(bad) = name.chars().find(|c| c.is_control() || *c == '/') {
+    if let Some(bad) = name
+        .chars()
+        .find(|c| c.is_control() || *c == '/' || is_deceptive(*c))
+    {
         return Err(format!(
             "{what} \"{shown}\": {} is not allowed (no control characters and no '/')",
             if bad == '/' {
                 "'/'".to_string()
-            } else {
+            } else if bad.is_control() {
                 format!("the control character U+{:04X}", u32::from(bad))
+            } else {
+                format!("the layout character U+{:04X}", u32::from(bad))
             }
         ));
     }
     Ok(())
+}
+
+/// Characters that change how the text around them is shown rather than showing themselves:
+/// line and paragraph separators, and the bidirectional overrides and isolates that can make a
+/// name read as another in the dashboard, the CLI's tables and the audit trail.
+fn is_deceptive(c: char) -> bool {
+    matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Whether `name` may name a job, trigger, calendar or group.
@@ -77,6 +90,8 @@ mod tests {
             ("a\nb", "U+000A"),
             ("a\0b", "U+0000"),
             ("tab\there", "U+0009"),
+            ("abc\u{202E}fdp.exe", "U+202E"),
+            ("line\u{2028}sep", "U+2028"),
         ];
         for (name, why) in cases {
             let error = check_name("job name", name).unwrap_err();

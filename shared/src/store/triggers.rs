@@ -20,8 +20,10 @@ use crate::schedule::misfire::MisfirePolicy;
 use crate::schedule::{Calendar, CalendarSpec, Schedule, ScheduleSpec, format_fire_time};
 
 /// The paused group that stands for every group, present and future: Quartz's `pauseAll()`
-/// marker, kept under Quartz's own name so an imported store means what it meant.
-/// `chime trigger pause-group` of it pauses every trigger; `resume-group` resumes them.
+/// marker, kept under Quartz's own name so an imported store means what it meant. A trigger
+/// created while it is there is born paused. `chime trigger pause-group` of it pauses every
+/// trigger (pauseAll); `resume-group` of it lifts every group's pause and resumes every trigger
+/// not paused by its job (resumeAll).
 pub const ALL_GROUPS: &str = "_$_ALL_GROUPS_PAUSED_$_";
 
 /// How many future fire times `show` lists unless asked for another count.
@@ -552,10 +554,14 @@ async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u
     let (filter, a, b) = match target {
         Target::Trigger(group, name) => ("t.group_name = $2 AND t.name = $3", group, name),
         Target::Group(group) => {
-            let statement = if paused {
-                "INSERT INTO paused_trigger_groups (group_name) VALUES ($1) ON CONFLICT DO NOTHING"
-            } else {
-                "DELETE FROM paused_trigger_groups WHERE group_name = $1"
+            // The marker of every group is Quartz's pauseAll / resumeAll: resuming it lifts
+            // every group's pause, as resumeAll does.
+            let statement = match (paused, group == ALL_GROUPS) {
+                (true, _) => {
+                    "INSERT INTO paused_trigger_groups (group_name) VALUES ($1) ON CONFLICT DO NOTHING"
+                }
+                (false, false) => "DELETE FROM paused_trigger_groups WHERE group_name = $1",
+                (false, true) => "DELETE FROM paused_trigger_groups WHERE $1 <> ''",
             };
             sqlx::query(statement)
                 .bind(group)
@@ -588,7 +594,9 @@ async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u
             )
         }
     };
-    // A trigger stays paused while its group or its job is paused.
+    // A trigger stays paused while its group or its job is paused. The marker of every group
+    // only decides the state a trigger is created in, as in Quartz: existing triggers were
+    // paused (or resumed) by their state.
     let statement = format!(
         "UPDATE triggers t SET state = CASE
              WHEN $1 AND t.state = 'waiting' THEN 'paused'
@@ -600,8 +608,7 @@ async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u
          WHERE {filter}
            AND t.state IN ('waiting', 'blocked', 'paused', 'paused_blocked')
            AND ($1 OR NOT (
-               EXISTS (SELECT 1 FROM paused_trigger_groups p
-                       WHERE p.group_name IN (t.group_name, '_$_ALL_GROUPS_PAUSED_$_'))
+               EXISTS (SELECT 1 FROM paused_trigger_groups p WHERE p.group_name = t.group_name)
                OR (SELECT paused FROM jobs j WHERE j.id = t.job_id)))"
     );
     let changed = sqlx::query(sqlx::AssertSqlSafe(statement))

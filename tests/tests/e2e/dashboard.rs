@@ -872,6 +872,8 @@ async fn drain_and_cancel_ask_first_and_the_question_outlives_live_refreshes() -
         }
     };
 
+    // The list is drawn once the page's first request returns.
+    page.wait_for_text("Cancel").await?;
     page.click("button", "Cancel").await?;
     let question = "Its tasks that have not ended are killed.";
     page.wait_for_text(question).await?;

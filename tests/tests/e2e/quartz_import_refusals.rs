@@ -216,3 +216,87 @@ async fn what_cannot_be_imported_is_refused_by_name_and_nothing_is_written() -> 
     }
     env.cleanup().await
 }
+
+/// `--replace` gives an unmapped job its mapping and Quartz's states back, but never touches a
+/// trigger chime has fired since; an imported `pauseAll()` is lifted as Quartz's `resumeAll()`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_leaves_what_chime_fired_and_resume_all_lifts_pause_all() -> Result<()> {
+    use chime_core::store::triggers::{self, ALL_GROUPS, Target};
+    let env = TestEnv::new().await?;
+    // pauseAll() as Quartz writes it: every group's row and the marker; triggers PAUSED.
+    let sql = format!(
+        "{SCHEMA} {}
+         UPDATE qrtz_triggers SET trigger_state = 'PAUSED';
+         INSERT INTO qrtz_paused_trigger_grps VALUES ('S', 'DEFAULT'), ('S', '{ALL_GROUPS}');",
+        rows("Europe/Berlin")
+    );
+    let (url, db) = quartz_database(&sql).await?;
+    let import = |extra: &[&str]| {
+        let mut args = vec!["import", "quartz", "--from", &url, "--json"];
+        args.extend_from_slice(extra);
+        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>| {
+        let env = &env;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = env.chime(&args).await?;
+            anyhow::ensure!(out.status.success(), "{out:?}");
+            Ok::<serde_json::Value, anyhow::Error>(serde_json::from_slice(&out.stdout)?)
+        }
+    };
+    let first = run(import(&[])).await?;
+    assert_eq!(first["needs_mapping"][0]["job"], "reports.日报", "{first}");
+    let job = chime_core::store::jobs::get(&env.store, "reports", "日报").await?;
+    assert!(job.paused);
+
+    // chime fires `hourly` once (as its scheduler would); then the mapping comes, with --replace.
+    sqlx::query(
+        "UPDATE triggers SET prev_fire_time = next_fire_time,
+                             next_fire_time = next_fire_time + interval '1 hour',
+                             times_triggered = 1
+         WHERE name = 'hourly'",
+    )
+    .execute(env.store.pool())
+    .await?;
+    let again = run(import(&[
+        "--replace",
+        "--job-class",
+        "com.acme.Daily=shell:echo daily",
+    ]))
+    .await?;
+    assert_eq!(
+        again["needs_mapping"].as_array().map(Vec::len),
+        Some(0),
+        "{again}"
+    );
+    let left = again["already_present"].to_string();
+    assert!(
+        left.contains("trigger DEFAULT.hourly (chime has fired it since"),
+        "{again}"
+    );
+    let job = chime_core::store::jobs::get(&env.store, "reports", "日报").await?;
+    assert!(!job.paused, "the mapped job is runnable");
+    assert_eq!(job.kind, "shell");
+    let hourly = triggers::get(&env.store, "DEFAULT", "hourly", 1).await?;
+    assert_eq!(
+        hourly.times_triggered, 1,
+        "a fired trigger is left as chime has it"
+    );
+
+    // Quartz's resumeAll(): every group's pause lifted, every trigger waiting again.
+    let resumed = triggers::resume(&env.store, Target::Group(ALL_GROUPS)).await?;
+    assert_eq!(resumed, 2);
+    let groups: i64 = sqlx::query_scalar("SELECT count(*) FROM paused_trigger_groups")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(groups, 0);
+    for name in ["at-7", "hourly"] {
+        assert_eq!(
+            triggers::get(&env.store, "DEFAULT", name, 0).await?.state,
+            "waiting"
+        );
+    }
+    drop_database(&db).await?;
+    env.cleanup().await
+}

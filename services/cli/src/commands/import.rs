@@ -166,8 +166,8 @@ fn print(report: &Report, json: bool) -> Result<()> {
     list("not imported", &report.skipped);
     if !report.needs_mapping.is_empty() {
         println!(
-            "\nneeds a mapping (imported paused; re-import with --job-class CLASS=shell:COMMAND \
-             or CLASS=http:URL and --replace, or `chime job update` then `chime job resume`):"
+            "\nneeds a mapping (imported paused; import again with --job-class \
+             CLASS=shell:COMMAND or CLASS=http:URL and --replace):"
         );
         for job in &report.needs_mapping {
             println!("  job {}: class {}", job.job, job.class);

@@ -416,8 +416,10 @@ pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
         JobCommand::Undepend { job, on, on_group } => {
             client
                 .delete(&format!(
-                    "{}/dependencies/{on_group}/{on}",
-                    job.path("jobs")
+                    "{}/dependencies/{}/{}",
+                    job.path("jobs"),
+                    super::path_segment(&on_group),
+                    super::path_segment(&on)
                 ))
                 .await?
         }

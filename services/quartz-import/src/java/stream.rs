@@ -9,6 +9,9 @@ use super::{
     SC_SERIALIZABLE, SC_WRITE_METHOD, Value,
 };
 
+/// The longest field type signature read (a class name in JVM form; real ones are short).
+const MAX_TYPE_SIGNATURE: usize = 4096;
+
 const TC_NULL: u8 = 0x70;
 const TC_REFERENCE: u8 = 0x71;
 const TC_CLASSDESC: u8 = 0x72;
@@ -364,8 +367,24 @@ impl<'a> Reader<'a> {
         Ok(id)
     }
 
-    /// A field's type signature: a string or a back-reference to one.
+    /// A field's type signature: a string or a back-reference to one, at most
+    /// [`MAX_TYPE_SIGNATURE`] bytes (each field keeps its own copy).
     fn read_type_string(&mut self) -> Result<String, JavaError> {
+        let at = self.pos;
+        let text = self.read_type_string_unbounded()?;
+        if text.len() > MAX_TYPE_SIGNATURE {
+            return Err(JavaError::Malformed {
+                offset: at,
+                detail: format!(
+                    "a field type signature of {} bytes (at most {MAX_TYPE_SIGNATURE})",
+                    text.len()
+                ),
+            });
+        }
+        Ok(text)
+    }
+
+    fn read_type_string_unbounded(&mut self) -> Result<String, JavaError> {
         let code = self.peek("a field type signature")?;
         match code {
             TC_STRING | TC_LONGSTRING => {
