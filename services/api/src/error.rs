@@ -74,9 +74,9 @@ impl From<StoreError> for ApiError {
             StoreError::UnknownGroup(_) => {
                 Self::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
             }
-            StoreError::TaskNotFound(_) | StoreError::NotFound(_) => {
-                Self::not_found(error.to_string())
-            }
+            StoreError::TaskNotFound(_)
+            | StoreError::NotFound(_)
+            | StoreError::NotFoundInGroup { .. } => Self::not_found(error.to_string()),
             StoreError::Invalid(_) => Self::bad_request(error.to_string()),
             StoreError::Conflict(_) => Self::new(StatusCode::CONFLICT, error.to_string()),
             StoreError::Forbidden(_) => Self::new(StatusCode::FORBIDDEN, error.to_string()),

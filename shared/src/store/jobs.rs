@@ -625,8 +625,10 @@ pub async fn get(store: &Store, group: &str, name: &str) -> Result<JobView, Stor
     .fetch_optional(store.pool())
     .await
     .context("reading the job")?;
-    row.map(Into::into)
-        .ok_or_else(|| StoreError::NotFound(format!("job {group}.{name}")))
+    match row {
+        Some(row) => Ok(row.into()),
+        None => Err(super::not_found_in_group(store, "jobs", "job", group, name).await),
+    }
 }
 
 /// Every job, by group and name.

@@ -67,6 +67,14 @@ pub enum StoreError {
     /// No such job, trigger or calendar.
     #[error("{0} not found")]
     NotFound(String),
+    /// No such job or trigger in that group, but one of that name in others.
+    #[error("{what} not found; there is {elsewhere}")]
+    NotFoundInGroup {
+        /// What was asked for (`trigger default.nightly`).
+        what: String,
+        /// Where that name is (`DEFAULT.nightly (--group "DEFAULT")`).
+        elsewhere: String,
+    },
     /// The input is wrong; nothing was written.
     #[error("{0}")]
     Invalid(String),
@@ -124,6 +132,36 @@ pub struct Store {
     schema: Arc<str>,
     /// Wakes this process's outbox relay when this process wrote outbox rows.
     outbox_written: Arc<tokio::sync::Notify>,
+}
+
+/// "`kind` `group.name` not found", naming the groups that do have something of that name:
+/// a Quartz store's triggers live in `DEFAULT`, not chime's `default`, and a user who left out
+/// `--group` should be told where to look. `table` is `jobs` or `triggers`.
+pub(crate) async fn not_found_in_group(
+    store: &Store,
+    table: &'static str,
+    kind: &str,
+    group: &str,
+    name: &str,
+) -> StoreError {
+    let others: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT group_name FROM {table} WHERE name = $1 ORDER BY group_name LIMIT 3"
+    )))
+    .bind(name)
+    .fetch_all(store.pool())
+    .await
+    .unwrap_or_default();
+    if others.is_empty() {
+        return StoreError::NotFound(format!("{kind} {group}.{name}"));
+    }
+    let shown: Vec<String> = others
+        .iter()
+        .map(|g| format!("{g}.{name} (--group {g:?})"))
+        .collect();
+    StoreError::NotFoundInGroup {
+        what: format!("{kind} {group}.{name}"),
+        elsewhere: shown.join(", "),
+    }
 }
 
 impl Store {

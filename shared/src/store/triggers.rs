@@ -510,8 +510,10 @@ pub async fn get(
     .fetch_optional(store.pool())
     .await
     .context("reading the trigger")?;
-    row.map(|r| r.into_view(fires))
-        .ok_or_else(|| StoreError::NotFound(format!("trigger {group}.{name}")))
+    match row {
+        Some(row) => Ok(row.into_view(fires)),
+        None => Err(super::not_found_in_group(store, "triggers", "trigger", group, name).await),
+    }
 }
 
 /// Every trigger, by group and name.
@@ -631,7 +633,8 @@ async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u
         .await
         .context("looking up the trigger")?;
         if !exists {
-            return Err(StoreError::NotFound(format!("trigger {group}.{name}")));
+            drop(tx);
+            return Err(super::not_found_in_group(store, "triggers", "trigger", group, name).await);
         }
     }
     if !paused {
@@ -650,7 +653,7 @@ pub async fn delete(store: &Store, group: &str, name: &str) -> Result<(), StoreE
         .await
         .context("deleting the trigger")?;
     if done.rows_affected() == 0 {
-        return Err(StoreError::NotFound(format!("trigger {group}.{name}")));
+        return Err(super::not_found_in_group(store, "triggers", "trigger", group, name).await);
     }
     Ok(())
 }

@@ -678,7 +678,7 @@ async fn check_scheduler(
         if quartz.is_empty() {
             // Quartz's misfire handling leaves it nothing to fire: it completes.
             match found {
-                Err(StoreError::NotFound(_)) => {}
+                Err(StoreError::NotFound(_) | StoreError::NotFoundInGroup { .. }) => {}
                 Ok(view) => problems.push(format!(
                     "{key}: Quartz completes it (its misfire policy leaves no fire), chime has it \
                      {} with fires {:?}",
@@ -691,7 +691,7 @@ async fn check_scheduler(
         expected_triggers.insert((group.clone(), tname.clone()));
         let view = match found {
             Ok(view) => view,
-            Err(StoreError::NotFound(_)) => {
+            Err(StoreError::NotFound(_) | StoreError::NotFoundInGroup { .. }) => {
                 problems.push(format!(
                     "{key}: not imported (Quartz fires it at {})",
                     show(&quartz)
@@ -803,7 +803,7 @@ async fn check_scheduler(
         expected_jobs.insert((group.clone(), jname.clone()));
         let view = match jobs::get(&env.store, &group, &jname).await {
             Ok(view) => view,
-            Err(StoreError::NotFound(_)) => {
+            Err(StoreError::NotFound(_) | StoreError::NotFoundInGroup { .. }) => {
                 problems.push(format!("{key}: not imported"));
                 continue;
             }
@@ -962,7 +962,7 @@ async fn check_recovery(
     let name = format!("recover_{entry}");
     let view = match triggers::get(&env.store, "RECOVERING_JOBS", &name, FIRES).await {
         Ok(view) => view,
-        Err(StoreError::NotFound(_)) => {
+        Err(StoreError::NotFound(_) | StoreError::NotFoundInGroup { .. }) => {
             problems.push(format!(
                 "schedA: no recovery run RECOVERING_JOBS.{name} for b1's executing fire"
             ));

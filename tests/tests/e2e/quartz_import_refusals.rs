@@ -199,6 +199,17 @@ async fn what_cannot_be_imported_is_refused_by_name_and_nothing_is_written() -> 
     );
     let hourly = chime_core::store::triggers::get(&env.store, "DEFAULT", "hourly", 1).await?;
     assert_eq!((hourly.state.as_str(), hourly.priority), ("paused", 7));
+    // Quartz's default group is DEFAULT, chime's default: a lookup without the group says where.
+    let said = chime_core::store::triggers::get(&env.store, "default", "hourly", 0)
+        .await
+        .map(|_| String::new())
+        .unwrap_or_else(|e| e.to_string());
+    assert!(
+        said.contains(
+            "trigger default.hourly not found; there is DEFAULT.hourly (--group \"DEFAULT\")"
+        ),
+        "{said}"
+    );
 
     // Again: nothing new, everything reported as present.
     let before = chime_rows(&env).await?;
