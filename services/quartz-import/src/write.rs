@@ -108,7 +108,7 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
               kind text, spec jsonb, concurrent boolean, persist_data boolean,
               requests_recovery boolean, durable boolean, paused boolean, data jsonb)
          ON CONFLICT (group_name, name) {conflict}
-         RETURNING group_name || '.' || name"
+         RETURNING group_name || '/' || name"
     )))
     .bind(Value::Array(jobs))
     .fetch_all(&mut *tx)
@@ -117,7 +117,7 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
     note_present(
         &mut written,
         "job",
-        plan.jobs.iter().map(|j| format!("{}.{}", j.group, j.name)),
+        plan.jobs.iter().map(|j| format!("{}/{}", j.group, j.name)),
         made,
         (!replace).then_some(""),
     );
@@ -186,7 +186,7 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
               times_triggered bigint, data jsonb)
          JOIN jobs j ON j.group_name = r.job_group AND j.name = r.job_name
          ON CONFLICT (group_name, name) {conflict}
-         RETURNING group_name || '.' || name"
+         RETURNING group_name || '/' || name"
     )))
     .bind(Value::Array(rows))
     .fetch_all(&mut *tx)
@@ -197,7 +197,7 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
         "trigger",
         plan.triggers
             .iter()
-            .map(|t| format!("{}.{}", t.group, t.name)),
+            .map(|t| format!("{}/{}", t.group, t.name)),
         made,
         Some(if replace {
             " (chime has fired it since; left as it is)"
@@ -230,6 +230,7 @@ fn note_present(
     written.already_present.extend(
         planned
             .filter(|p| !made.contains(p))
-            .map(|p| format!("{kind} {p}{why}")),
+            // Keyed by `group/name` (a name cannot hold a '/'), shown as `group.name`.
+            .map(|p| format!("{kind} {}{why}", p.replacen('/', ".", 1))),
     );
 }
