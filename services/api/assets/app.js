@@ -488,6 +488,8 @@ async function tasksPage(main) {
       e.preventDefault();
       const next = new URLSearchParams();
       for (const [k, v] of new FormData(form)) if (v) next.set(k, v);
+      // A job typed in replaces one named apart by a link.
+      if (next.get("job")) { next.delete("job_group"); next.delete("job_name"); }
       go(`/tasks${next.toString() ? "?" + next : ""}`);
     },
   },

@@ -216,15 +216,19 @@ impl Converter {
         Ok(())
     }
 
+    /// A value as JSON; every string it makes (text, enum names, numbers written as text,
+    /// base64) counts against [`MAX_JSON_TEXT_BYTES`]. One string is at most as long as the
+    /// stream; what is bounded is the repetition by reference.
     fn value(&mut self, value: JValue<'_>, depth: usize) -> Result<Value, ConvError> {
-        self.produced += 1;
-        if let JValue::String(s) = value {
+        let json = self.value_uncounted(value, depth)?;
+        if let Value::String(s) = &json {
             self.spend(s.len())?;
         }
-        if let JValue::Array(array) = value {
-            self.spend(array.bytes().map_or(0, |b| b.len() / 3 * 4 + 4))?;
-            self.spend(array.chars().map_or(0, |c| c.len() * 3))?;
-        }
+        Ok(json)
+    }
+
+    fn value_uncounted(&mut self, value: JValue<'_>, depth: usize) -> Result<Value, ConvError> {
+        self.produced += 1;
         if self.produced > MAX_JSON_VALUES {
             return Err(ConvError::Malformed(format!(
                 "expands to more than {MAX_JSON_VALUES} values"

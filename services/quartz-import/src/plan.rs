@@ -365,6 +365,7 @@ fn plan_calendars(
     report: &mut Report,
 ) -> Vec<PlannedCalendar> {
     let mut planned = Vec::new();
+    let stored: HashSet<String> = rows.iter().map(|r| r.name.clone()).collect();
     for row in rows {
         if let Err(why) = check_name("calendar name", &row.name) {
             report.skip("calendar", row.name.as_str(), why);
@@ -393,7 +394,14 @@ fn plan_calendars(
         let mut name = row.name.clone();
         while let Some(base) = level {
             name.push_str(".base");
-            if check_name("calendar name", &name).is_ok() {
+            if stored.contains(&name) {
+                // A stored calendar (read or not) keeps its name: its triggers never get another.
+                report.warnings.push(format!(
+                    "calendar {}: its embedded base calendar is not shown on its own, since a \
+                     stored calendar is named {name} (the copy stays chained)",
+                    row.name
+                ));
+            } else if check_name("calendar name", &name).is_ok() {
                 report.warnings.push(format!(
                     "calendar {}: its embedded base calendar ({}) is also calendar {name}",
                     row.name,
@@ -415,24 +423,9 @@ fn plan_calendars(
             generated: false,
         });
     }
-    // A stored calendar wins over a generated one of the same name, and a name is written once.
-    let stored: HashSet<String> = planned
-        .iter()
-        .filter(|c| !c.generated)
-        .map(|c| c.name.clone())
-        .collect();
+    // Two calendars may embed bases of the same generated name: the first is written.
     let mut seen = HashSet::new();
-    planned.retain(|c| {
-        if c.generated && stored.contains(&c.name) {
-            report.warnings.push(format!(
-                "calendar {}: a stored calendar has this name, so the embedded base calendar \
-                 is not shown on its own (its copy stays chained)",
-                c.name
-            ));
-            return false;
-        }
-        seen.insert(c.name.clone())
-    });
+    planned.retain(|c| seen.insert(c.name.clone()));
     planned
 }
 

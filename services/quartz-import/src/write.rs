@@ -152,8 +152,8 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
             })
         })
         .collect();
-    // --replace never touches a trigger chime has fired since Quartz's last fire (or has
-    // completed): putting Quartz's next fire back would fire again what chime already fired.
+    // --replace never touches a trigger chime has fired (or completed): putting Quartz's next
+    // fire back would fire again what chime already fired.
     let conflict = if replace {
         "DO UPDATE SET job_id = EXCLUDED.job_id, description = EXCLUDED.description, \
          schedule = EXCLUDED.schedule, calendar_name = EXCLUDED.calendar_name, \
@@ -162,7 +162,7 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
          next_fire_time = EXCLUDED.next_fire_time, prev_fire_time = EXCLUDED.prev_fire_time, \
          times_triggered = EXCLUDED.times_triggered, data = EXCLUDED.data, updated_at = now() \
          WHERE triggers.state <> 'complete' \
-           AND triggers.prev_fire_time IS NOT DISTINCT FROM EXCLUDED.prev_fire_time"
+           AND NOT EXISTS (SELECT 1 FROM fired_triggers f WHERE f.trigger_id = triggers.id)"
     } else {
         "DO NOTHING"
     };
@@ -200,7 +200,7 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
             .map(|t| format!("{}/{}", t.group, t.name)),
         made,
         Some(if replace {
-            " (chime has fired it since; left as it is)"
+            " (chime has fired it; left as it is)"
         } else {
             ""
         }),

@@ -34,7 +34,8 @@ pub fn check_name(what: &str, name: &str) -> Result<(), String> {
         .find(|c| c.is_control() || *c == '/' || is_deceptive(*c))
     {
         return Err(format!(
-            "{what} \"{shown}\": {} is not allowed (no control characters and no '/')",
+            "{what} \"{shown}\": {} is not allowed (no control characters, bidirectional \
+             overrides, line separators or '/')",
             if bad == '/' {
                 "'/'".to_string()
             } else if bad.is_control() {

@@ -342,7 +342,11 @@ async fn write_update(
         "UPDATE triggers SET job_id = $3, description = $4, schedule = $5, calendar_name = $6,
                 misfire_policy = $7, priority = $8, start_time = $9, end_time = $10,
                 next_fire_time = $11, prev_fire_time = NULL, times_triggered = 0, data = $12,
-                state = CASE WHEN state IN ('complete', 'error') THEN 'waiting' ELSE state END,
+                state = CASE WHEN state NOT IN ('complete', 'error') THEN state
+                             WHEN EXISTS (SELECT 1 FROM paused_trigger_groups
+                                          WHERE group_name IN ($1, '_$_ALL_GROUPS_PAUSED_$_'))
+                                  OR (SELECT paused FROM jobs WHERE id = $3) THEN 'paused'
+                             ELSE 'waiting' END,
                 updated_at = now()
          WHERE group_name = $1 AND name = $2",
     )

@@ -262,11 +262,13 @@ async fn replace_leaves_what_chime_fired_and_resume_all_lifts_pause_all() -> Res
     assert!(job.paused);
 
     // chime fires `hourly` once (as its scheduler would); then the mapping comes, with --replace.
-    sqlx::query(
-        "UPDATE triggers SET prev_fire_time = next_fire_time,
+    sqlx::raw_sql(
+        "INSERT INTO fired_triggers (trigger_id, instance_id, sched_time)
+           SELECT id, 'test', next_fire_time FROM triggers WHERE name = 'hourly';
+         UPDATE triggers SET prev_fire_time = next_fire_time,
                              next_fire_time = next_fire_time + interval '1 hour',
                              times_triggered = 1
-         WHERE name = 'hourly'",
+         WHERE name = 'hourly';",
     )
     .execute(env.store.pool())
     .await?;
@@ -283,7 +285,7 @@ async fn replace_leaves_what_chime_fired_and_resume_all_lifts_pause_all() -> Res
     );
     let left = again["already_present"].to_string();
     assert!(
-        left.contains("trigger DEFAULT.hourly (chime has fired it since"),
+        left.contains("trigger DEFAULT.hourly (chime has fired it;"),
         "{again}"
     );
     let job = chime_core::store::jobs::get(&env.store, "reports", "日报").await?;

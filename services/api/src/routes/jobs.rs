@@ -601,7 +601,8 @@ pub async fn group_action(
         let jobs: std::collections::BTreeSet<(String, String)> = triggers::list(&state.store)
             .await?
             .into_iter()
-            .filter(|t| t.group == group)
+            // Resuming the marker of every group (Quartz's resumeAll) resumes every trigger.
+            .filter(|t| t.group == group || group == triggers::ALL_GROUPS)
             .map(|t| (t.job_group, t.job))
             .collect();
         for (job_group, job) in jobs {
