@@ -624,7 +624,12 @@ fn plan_trigger(
                 calendar_name = Some(name);
             }
             (
-                with_times(decoded.schedule, start, end),
+                {
+                    // Anchored at the row's start and end: the blob's may be older.
+                    let mut schedule = decoded.schedule;
+                    schedule.set_bounds(Some(start), end);
+                    schedule
+                },
                 decoded.times_triggered,
             )
         }
@@ -666,66 +671,6 @@ fn plan_trigger(
         }
     }
     Ok(Some(trigger))
-}
-
-/// A blob trigger's schedule, anchored at the row's start and end (the blob's may be older).
-fn with_times(spec: ScheduleSpec, start: Timestamp, end: Option<Timestamp>) -> ScheduleSpec {
-    match spec {
-        ScheduleSpec::Cron {
-            cron, time_zone, ..
-        } => ScheduleSpec::Cron {
-            cron,
-            time_zone,
-            start_time: Some(start),
-            end_time: end,
-        },
-        ScheduleSpec::Simple {
-            interval_ms,
-            repeat_count,
-            ..
-        } => ScheduleSpec::Simple {
-            interval_ms,
-            repeat_count,
-            start_time: Some(start),
-            end_time: end,
-        },
-        ScheduleSpec::CalendarInterval {
-            interval,
-            unit,
-            time_zone,
-            preserve_hour_of_day_across_dst,
-            skip_day_if_hour_does_not_exist,
-            ..
-        } => ScheduleSpec::CalendarInterval {
-            interval,
-            unit,
-            time_zone,
-            preserve_hour_of_day_across_dst,
-            skip_day_if_hour_does_not_exist,
-            start_time: Some(start),
-            end_time: end,
-        },
-        ScheduleSpec::DailyTimeInterval {
-            interval,
-            unit,
-            start_time_of_day,
-            end_time_of_day,
-            days_of_week,
-            repeat_count,
-            time_zone,
-            ..
-        } => ScheduleSpec::DailyTimeInterval {
-            interval,
-            unit,
-            start_time_of_day,
-            end_time_of_day,
-            days_of_week,
-            repeat_count,
-            time_zone,
-            start_time: Some(start),
-            end_time: end,
-        },
-    }
 }
 
 fn zone_or_jvm(java_id: Option<&str>, options: &PlanOptions) -> Result<String, Failure> {
@@ -917,21 +862,8 @@ fn apply_misfire(
         options.now,
     );
     trigger.times_triggered = outcome.times_triggered;
-    if let (
-        Some(repeat_count),
-        ScheduleSpec::Simple {
-            interval_ms,
-            end_time,
-            ..
-        },
-    ) = (outcome.repeat_count, &trigger.schedule)
-    {
-        trigger.schedule = ScheduleSpec::Simple {
-            interval_ms: *interval_ms,
-            repeat_count,
-            start_time: Some(outcome.start),
-            end_time: *end_time,
-        };
+    if let Some(restarted) = outcome.restarted_schedule(&trigger.schedule) {
+        trigger.schedule = restarted;
         trigger.start_time = outcome.start;
     }
     let key = full(&trigger.group, &trigger.name);

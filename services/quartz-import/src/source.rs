@@ -565,7 +565,15 @@ struct Cells<'a> {
     key: String,
 }
 
-impl Cells<'_> {
+impl<'a> Cells<'a> {
+    fn new(row: &'a PgRow, table: &'a str) -> Self {
+        Self {
+            row,
+            table,
+            key: String::new(),
+        }
+    }
+
     fn text(&self, i: usize) -> Result<Option<String>, SourceError> {
         self.row
             .try_get::<Option<String>, _>(i)
@@ -650,11 +658,7 @@ async fn read_nodes(
     found
         .iter()
         .map(|row| {
-            let mut c = Cells {
-                row,
-                table,
-                key: String::new(),
-            };
+            let mut c = Cells::new(row, table);
             let instance = c.string(0, "INSTANCE_NAME")?;
             c.key = instance.clone();
             Ok(NodeRow {
@@ -693,11 +697,7 @@ async fn read_jobs(
     found
         .iter()
         .map(|row| {
-            let mut c = Cells {
-                row,
-                table,
-                key: String::new(),
-            };
+            let mut c = Cells::new(row, table);
             let (group, name) = (c.string(0, "JOB_GROUP")?, c.string(1, "JOB_NAME")?);
             c.key = format!("job {group}.{name}");
             Ok(JobRow {
@@ -737,11 +737,7 @@ async fn read_triggers(
     ]
     .concat();
     for row in rows(conn, tables, "SIMPLE_TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells {
-            row: &row,
-            table,
-            key: String::new(),
-        };
+        let mut c = Cells::new(&row, table);
         let key = key_of(&mut c)?;
         let detail = TriggerDetail::Simple {
             repeat_count: c.long(2, "REPEAT_COUNT")?.unwrap_or(0),
@@ -753,11 +749,7 @@ async fn read_triggers(
     let table = tables.table("CRON_TRIGGERS");
     let columns = [&keyed[..], &["cron_expression", "time_zone_id"]].concat();
     for row in rows(conn, tables, "CRON_TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells {
-            row: &row,
-            table,
-            key: String::new(),
-        };
+        let mut c = Cells::new(&row, table);
         let key = key_of(&mut c)?;
         let detail = TriggerDetail::Cron {
             expression: c.string(2, "CRON_EXPRESSION")?,
@@ -782,11 +774,7 @@ async fn read_triggers(
     ]
     .concat();
     for row in rows(conn, tables, "SIMPROP_TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells {
-            row: &row,
-            table,
-            key: String::new(),
-        };
+        let mut c = Cells::new(&row, table);
         let key = key_of(&mut c)?;
         let detail = TriggerDetail::Properties(SimpleProperties {
             strings: [c.text(2)?, c.text(3)?, c.text(4)?],
@@ -799,11 +787,7 @@ async fn read_triggers(
     let table = tables.table("BLOB_TRIGGERS");
     let columns = [&keyed[..], &["blob_data:bytea"]].concat();
     for row in rows(conn, tables, "BLOB_TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells {
-            row: &row,
-            table,
-            key: String::new(),
-        };
+        let mut c = Cells::new(&row, table);
         let key = key_of(&mut c)?;
         details.insert(key, TriggerDetail::Blob(c.bytes(2)?));
     }
@@ -830,11 +814,7 @@ async fn read_triggers(
     .concat();
     let mut triggers = Vec::new();
     for row in rows(conn, tables, "TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells {
-            row: &row,
-            table,
-            key: String::new(),
-        };
+        let mut c = Cells::new(&row, table);
         let key = key_of(&mut c)?;
         let positive = |v: Option<i64>| v.filter(|t| *t > 0);
         triggers.push(TriggerRow {
@@ -876,11 +856,7 @@ async fn read_calendars(
     found
         .iter()
         .map(|row| {
-            let mut c = Cells {
-                row,
-                table,
-                key: String::new(),
-            };
+            let mut c = Cells::new(row, table);
             let name = c.string(0, "CALENDAR_NAME")?;
             c.key = format!("calendar {name}");
             Ok(CalendarRow {
@@ -907,14 +883,7 @@ async fn read_paused_groups(
     .await?;
     found
         .iter()
-        .map(|row| {
-            Cells {
-                row,
-                table,
-                key: String::new(),
-            }
-            .string(0, "TRIGGER_GROUP")
-        })
+        .map(|row| Cells::new(row, table).string(0, "TRIGGER_GROUP"))
         .collect()
 }
 
@@ -947,11 +916,7 @@ async fn read_fired(
     let mut fired = found
         .iter()
         .map(|row| {
-            let mut c = Cells {
-                row,
-                table,
-                key: String::new(),
-            };
+            let mut c = Cells::new(row, table);
             let entry_id = c.string(0, "ENTRY_ID")?;
             c.key = format!("entry {entry_id}");
             Ok(FiredRow {

@@ -301,21 +301,8 @@ fn plan(
         let outcome = misfire::apply(&schedule, policy, due, times, calendar.as_ref(), now);
         next = outcome.next_fire_time;
         times = outcome.times_triggered;
-        if let (
-            Some(repeat_count),
-            ScheduleSpec::Simple {
-                interval_ms,
-                end_time,
-                ..
-            },
-        ) = (outcome.repeat_count, &spec)
-        {
-            spec = ScheduleSpec::Simple {
-                interval_ms: *interval_ms,
-                repeat_count,
-                start_time: Some(outcome.start),
-                end_time: *end_time,
-            };
+        if let Some(restarted) = outcome.restarted_schedule(&spec) {
+            spec = restarted;
             schedule = Schedule::compile(&spec, outcome.start).map_err(|e| e.to_string())?;
             changed_schedule = Some(spec.clone());
         }

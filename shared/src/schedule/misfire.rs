@@ -18,7 +18,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{Calendar, Schedule, ScheduleError, ScheduleKind};
+use super::{Calendar, Schedule, ScheduleError, ScheduleKind, ScheduleSpec};
 
 /// Quartz's default threshold for a JDBC job store.
 pub const DEFAULT_THRESHOLD: SignedDuration = SignedDuration::from_secs(60);
@@ -129,6 +129,29 @@ pub struct Misfired {
     pub start: Timestamp,
     /// Simple triggers rescheduled "now" have a new repeat count.
     pub repeat_count: Option<i64>,
+}
+
+impl Misfired {
+    /// The schedule a simple trigger rescheduled "now" continues with (its new start and repeat
+    /// count), or None when the policy left the schedule as it was.
+    pub fn restarted_schedule(&self, spec: &ScheduleSpec) -> Option<ScheduleSpec> {
+        match (self.repeat_count, spec) {
+            (
+                Some(repeat_count),
+                ScheduleSpec::Simple {
+                    interval_ms,
+                    end_time,
+                    ..
+                },
+            ) => Some(ScheduleSpec::Simple {
+                interval_ms: *interval_ms,
+                repeat_count,
+                start_time: Some(self.start),
+                end_time: *end_time,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Applies `policy` to a trigger that misfired: `next_fire_time` was due more than the threshold

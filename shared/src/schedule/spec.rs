@@ -124,6 +124,36 @@ impl ScheduleSpec {
         }
     }
 
+    /// Anchors the schedule at `start` and ends it at `end` (a trigger's own bounds, which a
+    /// Quartz blob trigger keeps in its row as well as in its blob).
+    pub fn set_bounds(&mut self, start: Option<Timestamp>, end: Option<Timestamp>) {
+        match self {
+            Self::Cron {
+                start_time,
+                end_time,
+                ..
+            }
+            | Self::Simple {
+                start_time,
+                end_time,
+                ..
+            }
+            | Self::CalendarInterval {
+                start_time,
+                end_time,
+                ..
+            }
+            | Self::DailyTimeInterval {
+                start_time,
+                end_time,
+                ..
+            } => {
+                *start_time = start;
+                *end_time = end;
+            }
+        }
+    }
+
     /// The schedule's end time, if it has one.
     pub fn end_time(&self) -> Option<Timestamp> {
         match self {
