@@ -279,7 +279,10 @@ else
 fi
 peak_rss
 
-"${compose[@]}" down -v --remove-orphans >/dev/null
+# Docker can refuse a network's removal while a just-stopped container's endpoint is being
+# released ("has active endpoints"); a second `down` removes what is left.
+"${compose[@]}" down -v --remove-orphans >/dev/null \
+  || { sleep 2; "${compose[@]}" down -v --remove-orphans >/dev/null; }
 left=$(docker ps -aq --filter "label=com.docker.compose.project=$project" | wc -l)
 volumes=$(docker volume ls -q --filter "label=com.docker.compose.project=$project" | wc -l)
 [ "$left" -eq 0 ] && [ "$volumes" -eq 0 ] || fail "down -v left $left containers and $volumes volumes"
