@@ -576,6 +576,15 @@ public final class MakeStore {
         schedule(s, typedJob, "edge", "daily-with-end", "2030-03-29T00:00:00+01:00",
                 "2030-03-31T12:00:00+02:00", null, 5, SMART,
                 daily(2, IntervalUnit.HOUR, new int[] {5, 0, 0}, new int[] {20, 0, 0}), null);
+        // Quartz checks a DAILY_I end time only when it moves to another day: daily-with-end
+        // fires once past its end (13:00); these two do not (the fire past the end is on the
+        // next day, or excluded by the weekend calendar).
+        schedule(s, typedJob, "edge", "daily-end-after-window", "2030-03-29T00:00:00+01:00",
+                "2030-03-29T19:30:00+01:00", null, 5, SMART,
+                daily(2, IntervalUnit.HOUR, new int[] {5, 0, 0}, new int[] {20, 0, 0}), null);
+        schedule(s, typedJob, "edge", "daily-end-excluded", "2030-03-29T00:00:00+01:00",
+                "2030-03-30T12:00:00+01:00", "weekend", 5, SMART,
+                daily(2, IntervalUnit.HOUR, new int[] {5, 0, 0}, new int[] {20, 0, 0}), null);
         schedule(s, typedJob, "edge", "simple-end-cal", "2030-06-20T10:00:00+02:00",
                 "2030-07-10T00:00:00+02:00", "weekly-gmt-3", 5, 5, simple(DAY, 30), null);
 

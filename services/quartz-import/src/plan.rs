@@ -11,6 +11,7 @@
 //! | ERROR | paused, reported with the reason |
 //! | COMPLETE, or no next fire time | not imported, reported |
 //! | `NEXT_FIRE_TIME` older than the misfire threshold | the trigger's misfire policy applied now |
+//! | a DAILY_I trigger Quartz fires once past its end time (on the end's own day) | its end time moved to that fire, reported |
 //! | FIRED_TRIGGERS EXECUTING of a job requesting recovery | a one-shot `RECOVERING_JOBS` trigger at its scheduled time, with the four `QRTZ_FAILED_JOB_ORIG_TRIGGER_*` keys |
 //! | a job class with no mapping | the job imported paused (its triggers too), reported as needing one |
 //! | a calendar's embedded base calendar | nested as the calendar's `base`, and also a calendar of its own named `<calendar>.base` |
@@ -640,8 +641,29 @@ fn plan_trigger(
             )));
         }
     };
-    let policy = misfire_policy(&schedule, misfire_code).map_err(Failure::Fail)?;
+    let mut schedule = schedule;
     let compiled = Schedule::compile(&schedule, start).map_err(|e| Failure::Fail(e.to_string()))?;
+    let trigger_calendar = calendar_name
+        .as_deref()
+        .and_then(|c| calendars.get(c))
+        .and_then(|c| Calendar::compile(&c.definition).ok());
+    // Quartz fires a daily-time-interval trigger once past its end time; chime never fires
+    // after the end, so the end moves to that fire and the trigger fires as Quartz would.
+    let compiled =
+        match compiled.quartz_fire_past_end(next, times_triggered, trigger_calendar.as_ref()) {
+            Some(last) => {
+                report.warnings.push(format!(
+                    "trigger {}: Quartz fires it once after its end time {}, at {last}; imported \
+                 with that as its end time",
+                    full(&row.group, &row.name),
+                    end.map(|e| e.to_string()).unwrap_or_default()
+                ));
+                schedule.set_bounds(Some(start), Some(last));
+                Schedule::compile(&schedule, start).map_err(|e| Failure::Fail(e.to_string()))?
+            }
+            None => compiled,
+        };
+    let policy = misfire_policy(&schedule, misfire_code).map_err(Failure::Fail)?;
     policy
         .check(&compiled)
         .map_err(|e| Failure::Fail(e.to_string()))?;

@@ -40,6 +40,10 @@ pub const GIVE_UP_YEAR: i16 = cron::MAX_YEAR + 1;
 /// everything must not hang the scheduler).
 const MAX_EXCLUDED_CANDIDATES: usize = 100_000;
 
+/// How far [`Schedule::quartz_fire_past_end`] walks a count-limited trigger towards its end
+/// (a day of one-second fires is 86,400 steps).
+const MAX_PAST_END_STEPS: usize = 1_000_000;
+
 /// A schedule or calendar that cannot be used, saying why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {
@@ -274,6 +278,57 @@ impl Schedule {
         self.skip_excluded(next, times_triggered, calendar)
     }
 
+    /// The one fire Quartz 2.3.2 makes after a daily-time-interval trigger's end time, for a
+    /// trigger whose next fire is `next` after `times_triggered` fires; None when Quartz makes
+    /// none (or the trigger is of another kind, or has no end time).
+    ///
+    /// Quartz checks that end time only when its search moves to another day, so the first
+    /// fire of the grid past the end, found from a fire or excluded candidate on the end's own
+    /// day, still fires (once: the search after it starts past the end). chime never fires
+    /// after a trigger's end time; the Quartz import, which must fire as Quartz would, moves
+    /// the end time to this fire instead.
+    pub fn quartz_fire_past_end(
+        &self,
+        next: Timestamp,
+        times_triggered: i64,
+        calendar: Option<&Calendar>,
+    ) -> Option<Timestamp> {
+        let ScheduleKind::DailyTimeInterval(daily) = &self.kind else {
+            return None;
+        };
+        let end = self.end?;
+        if next > end {
+            // Quartz computed and stored it; it fires it.
+            return Some(next);
+        }
+        let included = |t: Timestamp| calendar.is_none_or(|c| c.is_time_included(t));
+        // Only a search from the end's own day can pass it unchecked. The grid is stateless,
+        // so without a repeat count the walk starts at that day's first candidate.
+        let day_start = wall_clock::time_on_date_of(end, Time::MIN, &daily.zone);
+        let (mut at, mut times) = if next >= day_start || daily.repeat_count != -1 {
+            (next, times_triggered)
+        } else {
+            let before = day_start.checked_sub(SignedDuration::from_millis(1)).ok()?;
+            let first = daily.fire_time_after(self.start, self.end, before, times_triggered)?;
+            if first > end {
+                // Reached from an earlier day: Quartz checked it against the end.
+                return None;
+            }
+            (first, times_triggered)
+        };
+        for _ in 0..MAX_PAST_END_STEPS {
+            if included(at) {
+                times += 1;
+            }
+            let after = daily.fire_time_after(self.start, self.end, at, times)?;
+            if after > end {
+                return included(after).then_some(after);
+            }
+            at = after;
+        }
+        None
+    }
+
     /// Moves `candidate` on while the calendar excludes it.
     fn skip_excluded(
         &self,
@@ -481,5 +536,75 @@ mod zone_tests {
         ] {
             assert_eq!(offset(bad), None, "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod past_end_tests {
+    use super::{Calendar, CalendarSpec, Schedule, ScheduleSpec};
+    use jiff::Timestamp;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    /// Every 2 hours from 05:00 to 20:00 in Berlin, ending at `end`.
+    fn daily(end: &str) -> Schedule {
+        let spec: ScheduleSpec = serde_json::from_value(serde_json::json!({
+            "kind": "daily_time_interval", "interval": 2, "unit": "hour",
+            "start_time_of_day": "05:00:00", "end_time_of_day": "20:00:00",
+            "time_zone": "Europe/Berlin",
+            "start_time": "2030-06-03T00:00:00+02:00", "end_time": end,
+        }))
+        .unwrap();
+        Schedule::compile(&spec, ts("2030-06-03T00:00:00Z")).unwrap()
+    }
+
+    #[test]
+    fn quartz_fires_once_past_the_end_within_the_ends_day() {
+        let schedule = daily("2030-06-05T12:00:00+02:00");
+        let next = ts("2030-06-03T03:00:00Z"); // 05:00 Berlin, two days before the end
+        // 11:00 is the last fire at or before 12:00; Quartz then fires 13:00, unchecked.
+        assert_eq!(
+            schedule.quartz_fire_past_end(next, 0, None),
+            Some(ts("2030-06-05T11:00:00Z"))
+        );
+        // The engine itself stops at the end.
+        assert_eq!(
+            schedule.next_fire_time(ts("2030-06-05T09:00:00Z"), 1, None),
+            None
+        );
+        // A stored next fire already past the end is Quartz's to fire.
+        let late = ts("2030-06-05T11:00:00Z");
+        assert_eq!(schedule.quartz_fire_past_end(late, 0, None), Some(late));
+    }
+
+    #[test]
+    fn no_fire_past_an_end_reached_from_another_day_or_excluded() {
+        // The end falls after the day's window: the next fire is found on the next day, and
+        // Quartz checks that one against the end.
+        let after_window = daily("2030-06-05T19:30:00+02:00");
+        assert_eq!(
+            after_window.quartz_fire_past_end(ts("2030-06-03T03:00:00Z"), 0, None),
+            None
+        );
+        // The end before the day's first fire: reached from the day before, checked.
+        let before_window = daily("2030-06-05T04:00:00+02:00");
+        assert_eq!(
+            before_window.quartz_fire_past_end(ts("2030-06-03T03:00:00Z"), 0, None),
+            None
+        );
+        // A calendar excluding the fire past the end: Quartz skips it and stops.
+        let calendar: CalendarSpec = serde_json::from_value(serde_json::json!({
+            "kind": "daily", "range_start": "12:30", "range_end": "14:00",
+            "time_zone": "Europe/Berlin",
+        }))
+        .unwrap();
+        let calendar = Calendar::compile(&calendar).unwrap();
+        let schedule = daily("2030-06-05T12:00:00+02:00");
+        assert_eq!(
+            schedule.quartz_fire_past_end(ts("2030-06-03T03:00:00Z"), 0, Some(&calendar)),
+            None
+        );
     }
 }
