@@ -1,6 +1,6 @@
 //! `chime import quartz` refuses what it cannot take, says why, and writes nothing: a database
 //! that is not a Quartz store, a missing table, a live node, a zone it cannot name, an
-//! unreadable blob. The store here is written by hand with the columns Quartz 2.3.2's
+//! unreadable blob; killed or cut off in the middle of its write, it leaves nothing either. The store here is written by hand with the columns Quartz 2.3.2's
 //! PostgreSQL script makes (a store made by Quartz itself is `quartz_import`'s).
 
 use anyhow::Result;
@@ -310,6 +310,110 @@ async fn replace_leaves_what_chime_fired_and_resume_all_lifts_pause_all() -> Res
             "waiting"
         );
     }
+    drop_database(&db).await?;
+    env.cleanup().await
+}
+
+/// The import's backend in chime's store, waiting for the lock on `triggers` with rows already
+/// written in its transaction (it has a transaction id): the import is in the middle of its write.
+async fn import_waiting_mid_write(env: &TestEnv) -> Result<i32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let found: Option<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()
+               AND wait_event_type = 'Lock' AND backend_xid IS NOT NULL
+               AND query LIKE '%INSERT INTO triggers%'",
+        )
+        .fetch_optional(env.store.pool())
+        .await?;
+        if let Some(pid) = found {
+            return Ok(pid);
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for the import to wait on the triggers table mid-write"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Killed with SIGKILL, or its connection to chime's store cut, in the middle of its one write
+/// transaction (calendars, jobs and paused groups written, the triggers not yet), the import
+/// leaves nothing in chime's store; the next run imports everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_killed_or_cut_off_mid_write_leaves_nothing_and_the_next_run_takes_all()
+-> Result<()> {
+    let env = TestEnv::new().await?;
+    let (url, db) = quartz_database(&format!("{SCHEMA} {}", rows("Europe/Berlin"))).await?;
+    let args = [
+        "import",
+        "quartz",
+        "--from",
+        url.as_str(),
+        "--now",
+        "2026-01-01T00:00:00Z",
+        "--json",
+    ];
+    for cut in [false, true] {
+        // Holding `triggers` stops the import after its first writes, inside its transaction.
+        let mut blocker = env.store.pool().begin().await?;
+        sqlx::query("LOCK TABLE triggers IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *blocker)
+            .await?;
+        let mut import = env
+            .chime_command(&args)?
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        let backend = import_waiting_mid_write(&env).await?;
+        if cut {
+            // PostgreSQL ends the session, as a crash or a network cut would.
+            sqlx::query("SELECT pg_terminate_backend($1)")
+                .bind(backend)
+                .execute(env.store.pool())
+                .await?;
+        } else {
+            import.start_kill()?;
+        }
+        let out = import.wait_with_output().await?;
+        assert!(!out.status.success(), "cut={cut}: {out:?}");
+        if cut {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr
+                    .lines()
+                    .any(|l| l.starts_with("error: writing the triggers: ")),
+                "{stderr}"
+            );
+        }
+        blocker.rollback().await?;
+        // The killed import's session ends once PostgreSQL finds its client gone.
+        chime_tests::eventually("the import's session to end", || async {
+            let alive: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)")
+                    .bind(backend)
+                    .fetch_one(env.store.pool())
+                    .await?;
+            Ok(!alive)
+        })
+        .await?;
+        assert_eq!(
+            chime_rows(&env).await?,
+            0,
+            "cut={cut}: an import stopped mid-write left rows"
+        );
+    }
+    let out = env.chime(&args).await?;
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["imported"]["jobs"], 1, "{report}");
+    assert_eq!(report["imported"]["triggers"], 2, "{report}");
+    assert_eq!(
+        report["already_present"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
     drop_database(&db).await?;
     env.cleanup().await
 }
