@@ -43,6 +43,9 @@ pub struct NewWebhook {
     /// without it.
     #[serde(default)]
     pub job: Option<String>,
+    /// The job's group, for a group with a dot in it: `job` is then the name alone.
+    #[serde(default)]
+    pub job_group: Option<String>,
 }
 
 /// A delivery claimed for one try.
@@ -65,9 +68,17 @@ pub const CLAIM_SECONDS: f64 = 30.0;
 pub async fn add(store: &Store, hook: &NewWebhook) -> Result<WebhookView, StoreError> {
     let url = checked_url(&hook.url)?;
     let job_id: Option<i64> = match &hook.job {
+        None if hook.job_group.is_some() => {
+            return Err(StoreError::Invalid(
+                "job_group: give job (the job's name) with it".into(),
+            ));
+        }
         None => None,
         Some(job) => {
-            let (group, name) = job.split_once('.').unwrap_or(("default", job.as_str()));
+            let (group, name) = match &hook.job_group {
+                Some(group) => (group.as_str(), job.as_str()),
+                None => job.split_once('.').unwrap_or(("default", job.as_str())),
+            };
             let id: Option<i64> =
                 sqlx::query_scalar("SELECT id FROM jobs WHERE group_name = $1 AND name = $2")
                     .bind(group)
@@ -75,7 +86,14 @@ pub async fn add(store: &Store, hook: &NewWebhook) -> Result<WebhookView, StoreE
                     .fetch_optional(store.pool())
                     .await
                     .context("looking up the webhook's job")?;
-            Some(id.ok_or_else(|| StoreError::Invalid(format!("job: no job {group}.{name}")))?)
+            let hint = if hook.job_group.is_none() && job.matches('.').count() > 1 {
+                " (a group with a dot in it is given apart: --job-group, or job_group in the API)"
+            } else {
+                ""
+            };
+            Some(
+                id.ok_or_else(|| StoreError::Invalid(format!("job: no job {group}.{name}{hint}")))?,
+            )
         }
     };
     let id: i64 =

@@ -670,6 +670,53 @@ async fn names_in_any_language_work_through_the_cli_and_the_api() -> Result<()> 
     .await?;
     ok(&env, &["trigger", "resume-group", trigger_group]).await?;
 
+    // A group with a dot in it (as Quartz users name them) is given apart, with --job-group,
+    // wherever a job is otherwise one `group.name` value.
+    let hooked = env
+        .chime(&[
+            "webhook",
+            "add",
+            "https://alerts.example.com/chime",
+            "--job",
+            &format!("{group}.{job}"),
+        ])
+        .await?;
+    assert_error(&hooked, "no job relatórios.diários.日报");
+    ok(
+        &env,
+        &[
+            "webhook",
+            "add",
+            "https://alerts.example.com/chime",
+            "--job",
+            job,
+            "--job-group",
+            group,
+        ],
+    )
+    .await?;
+    let hooks: serde_json::Value =
+        serde_json::from_str(&ok(&env, &["webhook", "list", "--json"]).await?)?;
+    assert_eq!(hooks[0]["job"], format!("{group}.{job}"), "{hooks}");
+    ok(&env, &["task", "list", "--job", job, "--job-group", group]).await?;
+    let rerun = ok(
+        &env,
+        &[
+            "task",
+            "rerun",
+            "--job",
+            job,
+            "--job-group",
+            group,
+            "--dry-run",
+        ],
+    )
+    .await?;
+    assert!(
+        rerun.contains(&format!("0 task(s) of {group}.{job} would be re-run")),
+        "{rerun}"
+    );
+
     // The API, with the names percent-encoded as any HTTP client does.
     let client = chime_tests::http();
     let mut url = reqwest::Url::parse(env.api_url())?;

@@ -15,6 +15,9 @@ pub struct ListArgs {
     /// Only tasks of this job (`group.name`, or `name` in the default group).
     #[arg(long)]
     pub job: Option<String>,
+    /// The job's group, when its group has a dot in it (`--job` is then the name alone).
+    #[arg(long, requires = "job")]
+    pub job_group: Option<String>,
     /// Only tasks for this worker group.
     #[arg(long)]
     pub worker_group: Option<String>,
@@ -51,7 +54,10 @@ pub async fn list(client: &ApiClient, args: ListArgs) -> Result<()> {
     if let Some(status) = args.status {
         query.push(("status", status.to_string()));
     }
-    if let Some(job) = args.job {
+    if let Some(group) = args.job_group {
+        query.push(("job_group", group));
+        query.push(("job_name", args.job.unwrap_or_default()));
+    } else if let Some(job) = args.job {
         query.push(("job", job));
     }
     if let Some(group) = args.worker_group {
@@ -364,6 +370,9 @@ pub struct BulkArgs {
     /// options pick, in one transaction; prints how many.
     #[arg(long)]
     pub job: Option<String>,
+    /// The job's group, when its group has a dot in it (`--job` is then the name alone).
+    #[arg(long, requires = "job")]
+    pub job_group: Option<String>,
     /// Only tasks in this status (repeatable; default: every ended one for rerun, every one not
     /// ended for kill).
     #[arg(long, requires = "job")]
@@ -387,7 +396,10 @@ pub async fn bulk(
     downstream: bool,
 ) -> Result<()> {
     let job = args.job.unwrap_or_default();
-    let (group, name) = job.split_once('.').unwrap_or(("default", job.as_str()));
+    let (group, name) = match &args.job_group {
+        Some(group) => (group.as_str(), job.as_str()),
+        None => job.split_once('.').unwrap_or(("default", job.as_str())),
+    };
     let body = serde_json::json!({
         "status": (!args.status.is_empty()).then_some(&args.status),
         "data_time_from": args.data_time_from,

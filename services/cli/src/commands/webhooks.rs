@@ -18,6 +18,9 @@ pub enum WebhookCommand {
         /// Only this job's failures (`group.name`, or `name` in the default group).
         #[arg(long)]
         job: Option<String>,
+        /// The job's group, when its group has a dot in it (`--job` is then the name alone).
+        #[arg(long, requires = "job")]
+        job_group: Option<String>,
     },
     /// Lists webhooks with their delivered and pending counts.
     List {
@@ -35,11 +38,15 @@ pub enum WebhookCommand {
 /// Runs a `chime webhook` verb.
 pub async fn webhook(client: &ApiClient, command: WebhookCommand) -> Result<()> {
     match command {
-        WebhookCommand::Add { url, job } => {
+        WebhookCommand::Add {
+            url,
+            job,
+            job_group,
+        } => {
             let (_, hook): (_, WebhookView) = client
                 .post(
                     "/api/v1/webhooks",
-                    &serde_json::json!({ "url": url, "job": job }),
+                    &serde_json::json!({ "url": url, "job": job, "job_group": job_group }),
                 )
                 .await?;
             println!("{}", hook.id);
