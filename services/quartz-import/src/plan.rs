@@ -652,11 +652,19 @@ fn plan_trigger(
     let compiled =
         match compiled.quartz_fire_past_end(next, times_triggered, trigger_calendar.as_ref()) {
             Some(last) => {
+                let zone = chime_core::schedule::named_zone(schedule.time_zone())
+                    .unwrap_or(jiff::tz::TimeZone::UTC);
+                let local = |t: Timestamp| {
+                    t.to_zoned(zone.clone())
+                        .strftime("%Y-%m-%d %H:%M:%S%.3f %:z")
+                        .to_string()
+                };
                 report.warnings.push(format!(
-                    "trigger {}: Quartz fires it once after its end time {}, at {last}; imported \
-                 with that as its end time",
+                    "trigger {}: Quartz fires it once after its end time {}, at {}; imported \
+                     with that as its end time",
                     full(&row.group, &row.name),
-                    end.map(|e| e.to_string()).unwrap_or_default()
+                    end.map(local).unwrap_or_default(),
+                    local(last)
                 ));
                 schedule.set_bounds(Some(start), Some(last));
                 Schedule::compile(&schedule, start).map_err(|e| Failure::Fail(e.to_string()))?
