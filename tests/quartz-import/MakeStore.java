@@ -628,6 +628,19 @@ public final class MakeStore {
                 "weekend", 5, 2, calInt(1, IntervalUnit.DAY, null), null);
         schedule(s, past, "past", "daily-nothing-weekend", old, null, "weekend", 5, 2,
                 daily(1, IntervalUnit.HOUR, null, null), null);
+        // Misfired DAILY_I triggers whose end is near now: Quartz's do-nothing searches from
+        // now and can pass the end once (or finds nothing); its fire-now fires now, even after
+        // the end, and then stops.
+        String soon = java.time.Instant.now().plusSeconds(1800).truncatedTo(
+                java.time.temporal.ChronoUnit.SECONDS).toString();
+        String lately = java.time.Instant.now().minusSeconds(1800).truncatedTo(
+                java.time.temporal.ChronoUnit.SECONDS).toString();
+        schedule(s, past, "past", "daily-nothing-end-soon", old, soon, null, 5, 2,
+                daily(1, IntervalUnit.HOUR, null, null), null);
+        schedule(s, past, "past", "daily-nothing-ended", old, lately, null, 5, 2,
+                daily(1, IntervalUnit.HOUR, null, null), null);
+        schedule(s, past, "past", "daily-fire-now-ended", old, lately, null, 5, 1,
+                daily(1, IntervalUnit.HOUR, null, null), null);
         schedule(s, past, "past", "daily-fire-now", old, null, null, 5, 1,
                 daily(30, IntervalUnit.MINUTE, new int[] {7, 0, 0}, new int[] {8, 0, 0}), null);
         schedule(s, past, "past", "cron-smart", old, null, null, 5, SMART,

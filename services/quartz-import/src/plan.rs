@@ -11,7 +11,7 @@
 //! | ERROR | paused, reported with the reason |
 //! | COMPLETE, or no next fire time | not imported, reported |
 //! | `NEXT_FIRE_TIME` older than the misfire threshold | the trigger's misfire policy applied now |
-//! | a DAILY_I trigger Quartz fires once past its end time (on the end's own day) | its end time moved to that fire, reported |
+//! | a DAILY_I trigger Quartz fires once past its end time (it never checks the end against the fire it finds) | its end time moved to that fire (after the misfire policy), reported |
 //! | FIRED_TRIGGERS EXECUTING of a job requesting recovery | a one-shot `RECOVERING_JOBS` trigger at its scheduled time, with the four `QRTZ_FAILED_JOB_ORIG_TRIGGER_*` keys |
 //! | a job class with no mapping | the job imported paused (its triggers too), reported as needing one |
 //! | a calendar's embedded base calendar | nested as the calendar's `base`, and also a calendar of its own named `<calendar>.base` |
@@ -641,36 +641,7 @@ fn plan_trigger(
             )));
         }
     };
-    let mut schedule = schedule;
     let compiled = Schedule::compile(&schedule, start).map_err(|e| Failure::Fail(e.to_string()))?;
-    let trigger_calendar = calendar_name
-        .as_deref()
-        .and_then(|c| calendars.get(c))
-        .and_then(|c| Calendar::compile(&c.definition).ok());
-    // Quartz fires a daily-time-interval trigger once past its end time; chime never fires
-    // after the end, so the end moves to that fire and the trigger fires as Quartz would.
-    let compiled =
-        match compiled.quartz_fire_past_end(next, times_triggered, trigger_calendar.as_ref()) {
-            Some(last) => {
-                let zone = chime_core::schedule::named_zone(schedule.time_zone())
-                    .unwrap_or(jiff::tz::TimeZone::UTC);
-                let local = |t: Timestamp| {
-                    t.to_zoned(zone.clone())
-                        .strftime("%Y-%m-%d %H:%M:%S%.3f %:z")
-                        .to_string()
-                };
-                report.warnings.push(format!(
-                    "trigger {}: Quartz fires it once after its end time {}, at {}; imported \
-                     with that as its end time",
-                    full(&row.group, &row.name),
-                    end.map(local).unwrap_or_default(),
-                    local(last)
-                ));
-                schedule.set_bounds(Some(start), Some(last));
-                Schedule::compile(&schedule, start).map_err(|e| Failure::Fail(e.to_string()))?
-            }
-            None => compiled,
-        };
     let policy = misfire_policy(&schedule, misfire_code).map_err(Failure::Fail)?;
     policy
         .check(&compiled)
@@ -692,15 +663,57 @@ fn plan_trigger(
         times_triggered,
         data,
     };
+    let calendar = trigger
+        .calendar
+        .as_deref()
+        .and_then(|c| calendars.get(c))
+        .and_then(|c| Calendar::compile(&c.definition).ok());
     if state == "waiting" {
-        apply_misfire(&mut trigger, &compiled, calendars, options, report);
+        apply_misfire(&mut trigger, &compiled, calendar.as_ref(), options, report);
         if trigger.state == "complete" {
             return Err(Failure::Skip(
                 "its misfire policy leaves it no fire time".into(),
             ));
         }
     }
+    end_at_quartz_last_fire(&mut trigger, &compiled, calendar.as_ref(), report)?;
     Ok(Some(trigger))
+}
+
+/// Quartz can fire a daily-time-interval trigger once after its end time
+/// ([`Schedule::quartz_fire_past_end`]); chime never fires after the end, so the end moves to
+/// that fire, and the trigger fires as Quartz would.
+fn end_at_quartz_last_fire(
+    trigger: &mut PlannedTrigger,
+    schedule: &Schedule,
+    calendar: Option<&Calendar>,
+    report: &mut Report,
+) -> Result<(), Failure> {
+    let Some(last) =
+        schedule.quartz_fire_past_end(trigger.next_fire_time, trigger.times_triggered, calendar)
+    else {
+        return Ok(());
+    };
+    let zone = chime_core::schedule::named_zone(trigger.schedule.time_zone())
+        .unwrap_or(jiff::tz::TimeZone::UTC);
+    let local = |t: Timestamp| {
+        t.to_zoned(zone.clone())
+            .strftime("%Y-%m-%d %H:%M:%S%.3f %:z")
+            .to_string()
+    };
+    report.warnings.push(format!(
+        "trigger {}: Quartz fires it once after its end time {}, at {}; imported with that as \
+         its end time",
+        full(&trigger.group, &trigger.name),
+        schedule.end.map(local).unwrap_or_default(),
+        local(last)
+    ));
+    trigger
+        .schedule
+        .set_bounds(Some(trigger.start_time), Some(last));
+    Schedule::compile(&trigger.schedule, trigger.start_time)
+        .map(drop)
+        .map_err(|e| Failure::Fail(e.to_string()))
 }
 
 fn zone_or_jvm(java_id: Option<&str>, options: &PlanOptions) -> Result<String, Failure> {
@@ -864,7 +877,7 @@ fn misfire_policy(schedule: &ScheduleSpec, code: i32) -> Result<MisfirePolicy, S
 fn apply_misfire(
     trigger: &mut PlannedTrigger,
     schedule: &Schedule,
-    calendars: &HashMap<&str, &PlannedCalendar>,
+    calendar: Option<&Calendar>,
     options: &PlanOptions,
     report: &mut Report,
 ) {
@@ -877,20 +890,21 @@ fn apply_misfire(
     {
         return;
     }
-    let calendar = trigger
-        .calendar
-        .as_deref()
-        .and_then(|c| calendars.get(c))
-        .and_then(|c| Calendar::compile(&c.definition).ok());
     let before = trigger.next_fire_time;
-    let outcome = misfire::apply(
+    let mut outcome = misfire::apply(
         schedule,
         trigger.misfire_policy,
         trigger.next_fire_time,
         trigger.times_triggered,
-        calendar.as_ref(),
+        calendar,
         options.now,
     );
+    if trigger.misfire_policy == MisfirePolicy::Skip && outcome.next_fire_time.is_none() {
+        // A daily-time-interval trigger's fire Quartz finds past its end time (the end then
+        // moves to it: `end_at_quartz_last_fire`).
+        outcome.next_fire_time =
+            schedule.quartz_daily_fire_after(options.now, trigger.times_triggered, calendar);
+    }
     trigger.times_triggered = outcome.times_triggered;
     if let Some(restarted) = outcome.restarted_schedule(&trigger.schedule) {
         trigger.schedule = restarted;

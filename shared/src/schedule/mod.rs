@@ -40,9 +40,9 @@ pub const GIVE_UP_YEAR: i16 = cron::MAX_YEAR + 1;
 /// everything must not hang the scheduler).
 const MAX_EXCLUDED_CANDIDATES: usize = 100_000;
 
-/// How far [`Schedule::quartz_fire_past_end`] walks a count-limited trigger towards its end
-/// (a day of one-second fires is 86,400 steps).
-const MAX_PAST_END_STEPS: usize = 1_000_000;
+/// How many fires [`Schedule::quartz_fire_past_end`] walks towards the end: it jumps to a day
+/// before the end unless a repeat count may run out first, so only such a count walks far.
+const MAX_PAST_END_STEPS: usize = 5_000_000;
 
 /// A schedule or calendar that cannot be used, saying why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -278,15 +278,38 @@ impl Schedule {
         self.skip_excluded(next, times_triggered, calendar)
     }
 
-    /// The one fire Quartz 2.3.2 makes after a daily-time-interval trigger's end time, for a
-    /// trigger whose next fire is `next` after `times_triggered` fires; None when Quartz makes
-    /// none (or the trigger is of another kind, or has no end time).
+    /// A daily-time-interval trigger's fire after `after` as Quartz 2.3.2 computes it, passing
+    /// over what the calendar excludes as Quartz's `triggered` does; None for the other kinds.
     ///
-    /// Quartz checks that end time only when its search moves to another day, so the first
-    /// fire of the grid past the end, found from a fire or excluded candidate on the end's own
-    /// day, still fires (once: the search after it starts past the end). chime never fires
-    /// after a trigger's end time; the Quartz import, which must fire as Quartz would, moves
-    /// the end time to this fire instead.
+    /// Unlike [`Self::next_fire_time`] it keeps Quartz's end-time check, which can let a fire
+    /// past the end through: Quartz compares the end with the moment after `after` and with the
+    /// first moment of a day it moves to, never with the fire it returns (the window's start on
+    /// a new day, or a step of the grid within one). chime never fires after a trigger's end
+    /// time; the Quartz import, which must fire as Quartz would, uses this to find that fire and
+    /// moves the end time to it.
+    pub fn quartz_daily_fire_after(
+        &self,
+        after: Timestamp,
+        times_triggered: i64,
+        calendar: Option<&Calendar>,
+    ) -> Option<Timestamp> {
+        let ScheduleKind::DailyTimeInterval(daily) = &self.kind else {
+            return None;
+        };
+        let mut fire = daily.fire_time_after(self.start, self.end, after, times_triggered)?;
+        for _ in 0..MAX_EXCLUDED_CANDIDATES {
+            if calendar.is_none_or(|c| c.is_time_included(fire)) {
+                return Some(fire);
+            }
+            fire = daily.fire_time_after(self.start, self.end, fire, times_triggered)?;
+        }
+        None
+    }
+
+    /// The fire Quartz 2.3.2 makes after a daily-time-interval trigger's end time, if it makes
+    /// one (see [`Self::quartz_daily_fire_after`]), for a trigger whose next fire is `next`
+    /// after `times_triggered` fires. After that fire Quartz makes no other: its next search
+    /// starts past the end.
     pub fn quartz_fire_past_end(
         &self,
         next: Timestamp,
@@ -297,34 +320,41 @@ impl Schedule {
             return None;
         };
         let end = self.end?;
-        if next > end {
-            // Quartz computed and stored it; it fires it.
-            return Some(next);
-        }
-        let included = |t: Timestamp| calendar.is_none_or(|c| c.is_time_included(t));
-        // Only a search from the end's own day can pass it unchecked. The grid is stateless,
-        // so without a repeat count the walk starts at that day's first candidate.
-        let day_start = wall_clock::time_on_date_of(end, Time::MIN, &daily.zone);
-        let (mut at, mut times) = if next >= day_start || daily.repeat_count != -1 {
-            (next, times_triggered)
-        } else {
-            let before = day_start.checked_sub(SignedDuration::from_millis(1)).ok()?;
-            let first = daily.fire_time_after(self.start, self.end, before, times_triggered)?;
-            if first > end {
-                // Reached from an earlier day: Quartz checked it against the end.
-                return None;
-            }
-            (first, times_triggered)
-        };
+        // Quartz fires its stored next fire, whatever the end or the calendar.
+        let (mut at, mut times) = (next, times_triggered + 1);
         for _ in 0..MAX_PAST_END_STEPS {
-            if included(at) {
-                times += 1;
+            if at > end {
+                return Some(at);
             }
-            let after = daily.fire_time_after(self.start, self.end, at, times)?;
-            if after > end {
-                return included(after).then_some(after);
+            let mut fire = self.quartz_daily_fire_after(at, times, calendar)?;
+            // Far from the end, go on from a day before it: without a repeat count running out
+            // on the way, the grid there is what Quartz's own walk would reach, as long as the
+            // fire found from there is at or before the end (then no end check differs).
+            let remaining = daily.repeat_count - times;
+            let span = end.duration_since(fire).as_secs();
+            let grid = (i64::from(daily.interval) * daily.unit_seconds).max(1);
+            // At most one fire per interval, plus a window's start each day.
+            let steps_left = span / grid + span / 86_400 + 2;
+            if (daily.repeat_count == -1 || remaining > steps_left)
+                && let Some(day_before) = end.checked_sub(SignedDuration::from_hours(24)).ok()
+                && fire < day_before
+            {
+                for back in [24, 8 * 24] {
+                    let Ok(from) = end.checked_sub(SignedDuration::from_hours(back)) else {
+                        break;
+                    };
+                    if from <= fire {
+                        break;
+                    }
+                    if let Some(later) = self.quartz_daily_fire_after(from, times, calendar)
+                        && later <= end
+                    {
+                        fire = later;
+                        break;
+                    }
+                }
             }
-            at = after;
+            (at, times) = (fire, times + 1);
         }
         None
     }
@@ -577,6 +607,107 @@ mod past_end_tests {
         // A stored next fire already past the end is Quartz's to fire.
         let late = ts("2030-06-05T11:00:00Z");
         assert_eq!(schedule.quartz_fire_past_end(late, 0, None), Some(late));
+    }
+
+    #[test]
+    fn quartz_passes_an_end_at_midnight_from_the_day_before() {
+        // Hourly from 09:00 to Quartz's default 23:59:59: after 23:00 the grid steps to 00:00,
+        // which Quartz checks against the end (equal: allowed) before returning 09:00 unchecked.
+        let spec: ScheduleSpec = serde_json::from_value(serde_json::json!({
+            "kind": "daily_time_interval", "interval": 1, "unit": "hour",
+            "start_time_of_day": "09:00:00", "end_time_of_day": "23:59:59",
+            "time_zone": "Europe/Berlin",
+            "start_time": "2030-06-03T00:00:00+02:00", "end_time": "2030-06-10T00:00:00+02:00",
+        }))
+        .unwrap();
+        let schedule = Schedule::compile(&spec, ts("2030-06-03T00:00:00Z")).unwrap();
+        assert_eq!(
+            schedule.quartz_fire_past_end(ts("2030-06-03T07:00:00Z"), 0, None),
+            Some(ts("2030-06-10T07:00:00Z"))
+        );
+        // The same with a repeat count that does not run out: the same fire.
+        let mut counted = spec.clone();
+        if let ScheduleSpec::DailyTimeInterval { repeat_count, .. } = &mut counted {
+            *repeat_count = 1_000;
+        }
+        let counted = Schedule::compile(&counted, ts("2030-06-03T00:00:00Z")).unwrap();
+        assert_eq!(
+            counted.quartz_fire_past_end(ts("2030-06-03T07:00:00Z"), 0, None),
+            Some(ts("2030-06-10T07:00:00Z"))
+        );
+        // A count that runs out first: no fire past the end.
+        let mut short = spec;
+        if let ScheduleSpec::DailyTimeInterval { repeat_count, .. } = &mut short {
+            *repeat_count = 20;
+        }
+        let short = Schedule::compile(&short, ts("2030-06-03T00:00:00Z")).unwrap();
+        assert_eq!(
+            short.quartz_fire_past_end(ts("2030-06-03T07:00:00Z"), 0, None),
+            None
+        );
+    }
+
+    /// Quartz's walk fire by fire, with no jump.
+    fn walked(
+        schedule: &Schedule,
+        next: Timestamp,
+        calendar: Option<&Calendar>,
+    ) -> Option<Timestamp> {
+        let end = schedule.end?;
+        let (mut at, mut times) = (next, 1);
+        loop {
+            if at > end {
+                return Some(at);
+            }
+            at = schedule.quartz_daily_fire_after(at, times, calendar)?;
+            times += 1;
+        }
+    }
+
+    #[test]
+    fn the_jump_towards_the_end_finds_what_walking_every_fire_finds() {
+        let weekend: CalendarSpec = serde_json::from_value(serde_json::json!({
+            "kind": "weekly", "excluded_days": ["SAT", "SUN"], "time_zone": "Europe/Berlin",
+        }))
+        .unwrap();
+        let weekend = Calendar::compile(&weekend).unwrap();
+        let shapes = [
+            (2, "hour", "05:00:00", "20:00:00", None),
+            (1, "hour", "09:00:00", "23:59:59", None),
+            (
+                45,
+                "minute",
+                "00:00:00",
+                "23:59:59",
+                Some(vec!["MON", "THU"]),
+            ),
+            (7, "hour", "01:30:00", "23:00:00", None),
+        ];
+        for (interval, unit, from, to, days) in shapes {
+            // Ends every 37 minutes over nine days, across the EU autumn change.
+            for step in 0..(9 * 24 * 60 / 37) {
+                let end = ts("2030-10-21T00:00:00Z") + jiff::SignedDuration::from_mins(37 * step);
+                let spec: ScheduleSpec = serde_json::from_value(serde_json::json!({
+                    "kind": "daily_time_interval", "interval": interval, "unit": unit,
+                    "start_time_of_day": from, "end_time_of_day": to, "days_of_week": days,
+                    "time_zone": "Europe/Berlin",
+                    "start_time": "2030-10-14T00:00:00+02:00", "end_time": end.to_string(),
+                }))
+                .unwrap();
+                let schedule = Schedule::compile(&spec, ts("2030-10-14T00:00:00Z")).unwrap();
+                let Some(next) = schedule.first_fire_time(None) else {
+                    continue;
+                };
+                for calendar in [None, Some(&weekend)] {
+                    assert_eq!(
+                        schedule.quartz_fire_past_end(next, 0, calendar),
+                        walked(&schedule, next, calendar),
+                        "{spec:?} {}",
+                        calendar.is_some()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -232,14 +232,12 @@ async fn each_misfire_policy_through_the_service() -> Result<()> {
     );
     let (_, _, _, next) = trigger_state(&env, "fire-now").await?;
     assert!(next.is_some_and(|n| n > now && n.as_second() % 60 == 0));
-    let (tasks, ..) = trigger_state(&env, "fire-all").await?;
     let data_times: Vec<jiff_sqlx::Timestamp> = sqlx::query_scalar(
         "SELECT k.data_time FROM tasks k JOIN triggers t ON t.id = k.trigger_id
          WHERE t.name = 'fire-all' ORDER BY k.data_time",
     )
     .fetch_all(env.store.pool())
     .await?;
-    assert_eq!(data_times.len() as i64, tasks);
     assert!(
         data_times.windows(2).all(|w| w[1].to_jiff().duration_since(w[0].to_jiff()) == SignedDuration::from_secs(60)),
         "fire_all fired each missed minute once"

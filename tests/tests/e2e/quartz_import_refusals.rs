@@ -358,6 +358,11 @@ async fn an_import_killed_or_cut_off_mid_write_leaves_nothing_and_the_next_run_t
     for cut in [false, true] {
         // Holding `triggers` stops the import after its first writes, inside its transaction.
         let mut blocker = env.store.pool().begin().await?;
+        // The store's sessions end an idle transaction after 5 s; this one must outlive a slow
+        // import's start.
+        sqlx::query("SET LOCAL idle_in_transaction_session_timeout = 0")
+            .execute(&mut *blocker)
+            .await?;
         sqlx::query("LOCK TABLE triggers IN ACCESS EXCLUSIVE MODE")
             .execute(&mut *blocker)
             .await?;
