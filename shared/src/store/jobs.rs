@@ -692,3 +692,25 @@ pub async fn delete(store: &Store, group: &str, name: &str, force: bool) -> Resu
         Err(e) => Err(e).context("deleting the job"),
     }
 }
+
+/// The jobs a `group.name` text can name. Groups and names may hold dots (Quartz's often do),
+/// so every split is tried, and the whole text as a name in the default group: each that names
+/// an existing job, as (group, name). One is the job; none or several, the caller says so.
+pub async fn find_dotted(store: &Store, text: &str) -> Result<Vec<(String, String)>, StoreError> {
+    let mut groups = vec!["default"];
+    let mut names = vec![text];
+    for (dot, _) in text.match_indices('.') {
+        groups.push(&text[..dot]);
+        names.push(&text[dot + 1..]);
+    }
+    sqlx::query_as(
+        "SELECT j.group_name, j.name
+         FROM UNNEST($1::text[], $2::text[]) AS c(group_name, name)
+         JOIN jobs j ON j.group_name = c.group_name AND j.name = c.name",
+    )
+    .bind(&groups)
+    .bind(&names)
+    .fetch_all(store.pool())
+    .await
+    .context("looking up the job")
+}

@@ -39,8 +39,8 @@ pub struct WebhookView {
 pub struct NewWebhook {
     /// Where to POST: an http or https URL.
     pub url: String,
-    /// Only this job's failures (`group.name`, or `name` in the default group); every task's
-    /// without it.
+    /// Only this job's failures (`group.name`, the split that names an existing job, or `name`
+    /// in the default group); every task's without it.
     #[serde(default)]
     pub job: Option<String>,
     /// The job's group, for a group with a dot in it: `job` is then the name alone.
@@ -75,9 +75,21 @@ pub async fn add(store: &Store, hook: &NewWebhook) -> Result<WebhookView, StoreE
         }
         None => None,
         Some(job) => {
-            let (group, name) = match &hook.job_group {
-                Some(group) => (group.as_str(), job.as_str()),
-                None => job.split_once('.').unwrap_or(("default", job.as_str())),
+            let found = match &hook.job_group {
+                Some(_) => Vec::new(),
+                None => super::jobs::find_dotted(store, job).await?,
+            };
+            if found.len() > 1 {
+                return Err(StoreError::Invalid(format!(
+                    "job: {job:?} names {} jobs (its dots split it several ways): give the \
+                         group apart (--job-group, or job_group)",
+                    found.len()
+                )));
+            }
+            let (group, name) = match (&hook.job_group, found.first()) {
+                (Some(group), _) => (group.as_str(), job.as_str()),
+                (None, Some((group, name))) => (group.as_str(), name.as_str()),
+                (None, None) => job.split_once('.').unwrap_or(("default", job.as_str())),
             };
             let id: Option<i64> =
                 sqlx::query_scalar("SELECT id FROM jobs WHERE group_name = $1 AND name = $2")
@@ -86,14 +98,7 @@ pub async fn add(store: &Store, hook: &NewWebhook) -> Result<WebhookView, StoreE
                     .fetch_optional(store.pool())
                     .await
                     .context("looking up the webhook's job")?;
-            let hint = if hook.job_group.is_none() && job.matches('.').count() > 1 {
-                " (a group with a dot in it is given apart: --job-group, or job_group in the API)"
-            } else {
-                ""
-            };
-            Some(
-                id.ok_or_else(|| StoreError::Invalid(format!("job: no job {group}.{name}{hint}")))?,
-            )
+            Some(id.ok_or_else(|| StoreError::Invalid(format!("job: no job {group}.{name}")))?)
         }
     };
     let id: i64 =

@@ -670,24 +670,67 @@ async fn names_in_any_language_work_through_the_cli_and_the_api() -> Result<()> 
     .await?;
     ok(&env, &["trigger", "resume-group", trigger_group]).await?;
 
-    // A group with a dot in it (as Quartz users name them) is given apart, with --job-group,
-    // wherever a job is otherwise one `group.name` value.
-    let hooked = env
-        .chime(&[
-            "webhook",
-            "add",
-            "https://alerts.example.com/chime",
-            "--job",
-            &format!("{group}.{job}"),
-        ])
-        .await?;
-    assert_error(&hooked, "no job relatórios.diários.日报");
+    // A group with a dot in it (as Quartz users name them): `group.name` as one value finds the
+    // one job its dots can name; --job-group gives the group apart, which is needed once a
+    // second job makes the value name two.
+    let dotted = format!("{group}.{job}");
     ok(
         &env,
         &[
             "webhook",
             "add",
-            "https://alerts.example.com/chime",
+            "https://alerts.example.com/a",
+            "--job",
+            &dotted,
+        ],
+    )
+    .await?;
+    ok(&env, &["task", "list", "--job", &dotted]).await?;
+    let rerun = ok(&env, &["task", "rerun", "--job", &dotted, "--dry-run"]).await?;
+    assert!(
+        rerun.contains(&format!("0 task(s) of {dotted} would be re-run")),
+        "{rerun}"
+    );
+    let (shadow_group, shadow) = dotted.split_once('.').unwrap_or_default();
+    ok(
+        &env,
+        &[
+            "job",
+            "create",
+            shadow,
+            "--group",
+            shadow_group,
+            "--kind",
+            "noop",
+        ],
+    )
+    .await?;
+    assert_error(
+        &env.chime(&[
+            "webhook",
+            "add",
+            "https://alerts.example.com/b",
+            "--job",
+            &dotted,
+        ])
+        .await?,
+        "names 2 jobs",
+    );
+    assert_error(
+        &env.chime(&["task", "list", "--job", &dotted]).await?,
+        "names 2 jobs",
+    );
+    assert_error(
+        &env.chime(&["task", "rerun", "--job", &dotted, "--dry-run"])
+            .await?,
+        "names 2 jobs",
+    );
+    ok(
+        &env,
+        &[
+            "webhook",
+            "add",
+            "https://alerts.example.com/b",
             "--job",
             job,
             "--job-group",
@@ -697,7 +740,8 @@ async fn names_in_any_language_work_through_the_cli_and_the_api() -> Result<()> 
     .await?;
     let hooks: serde_json::Value =
         serde_json::from_str(&ok(&env, &["webhook", "list", "--json"]).await?)?;
-    assert_eq!(hooks[0]["job"], format!("{group}.{job}"), "{hooks}");
+    assert_eq!(hooks[0]["job"], dotted, "{hooks}");
+    assert_eq!(hooks[1]["job"], dotted, "{hooks}");
     ok(&env, &["task", "list", "--job", job, "--job-group", group]).await?;
     let rerun = ok(
         &env,
@@ -713,9 +757,10 @@ async fn names_in_any_language_work_through_the_cli_and_the_api() -> Result<()> 
     )
     .await?;
     assert!(
-        rerun.contains(&format!("0 task(s) of {group}.{job} would be re-run")),
+        rerun.contains(&format!("0 task(s) of {dotted} would be re-run")),
         "{rerun}"
     );
+    ok(&env, &["job", "delete", shadow, "--group", shadow_group]).await?;
 
     // The API, with the names percent-encoded as any HTTP client does.
     let client = chime_tests::http();

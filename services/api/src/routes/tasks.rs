@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use chime_core::model::{NewTask, TaskStatus, TaskSummary, TaskView};
-use chime_core::store::{task_lifecycle, tasks};
+use chime_core::store::{jobs, task_lifecycle, tasks};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -167,8 +167,9 @@ pub async fn create_tasks(
 pub struct ListParams {
     /// Only tasks in this status.
     status: Option<String>,
-    /// Only tasks of this job: `group.name` (split at the first dot), or `name` in the `default`
-    /// group. For a group with a dot in it, use `job_group` and `job_name`.
+    /// Only tasks of this job: `group.name`, or `name` in the `default` group; where dots could
+    /// split it several ways, the split that names an existing job (a 400 if several do: then
+    /// use `job_group` and `job_name`).
     job: Option<String>,
     /// With `job_name`: the job's group.
     job_group: Option<String>,
@@ -240,10 +241,25 @@ pub async fn list_tasks(
             nonempty(params.job_group).unwrap_or_else(|| "default".into()),
             name,
         )),
-        (None, job) => job.map(|job| match job.split_once('.') {
-            Some((group, name)) => (group.to_string(), name.to_string()),
-            None => ("default".to_string(), job),
-        }),
+        // A group or a name may hold dots: the split naming an existing job; none, the first
+        // dot's split (which matches nothing, as a filter should); several, say so.
+        (None, Some(job)) => {
+            let mut found = jobs::find_dotted(&state.store, &job).await?;
+            Some(match found.len() {
+                1 => found.remove(0),
+                0 => match job.split_once('.') {
+                    Some((group, name)) => (group.to_string(), name.to_string()),
+                    None => ("default".to_string(), job),
+                },
+                n => {
+                    return Err(ApiError::bad_request(format!(
+                        "job {job:?} names {n} jobs (its dots split it several ways): give \
+                         the group apart (job_group and job_name; in the CLI, --job-group)"
+                    )));
+                }
+            })
+        }
+        (None, None) => None,
     };
     let before = nonempty(params.before)
         .map(|id| super::parse_uuid(&id, "task"))

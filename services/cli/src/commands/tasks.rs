@@ -388,6 +388,44 @@ pub struct BulkArgs {
     pub dry_run: bool,
 }
 
+/// The job a `group.name` value names: groups and names may hold dots, so each split is asked
+/// for and the one that exists is taken; when none does, the first dot's split (whose error then
+/// says the job was not found); when several do, an error asking for `--job-group`.
+async fn dotted_job(client: &ApiClient, text: &str) -> Result<(String, String)> {
+    let Some(first) = text.split_once('.') else {
+        return Ok(("default".to_string(), text.to_string()));
+    };
+    let mut splits = vec![("default", text)];
+    splits.extend(
+        text.match_indices('.')
+            .map(|(dot, _)| (&text[..dot], &text[dot + 1..])),
+    );
+    let mut found = Vec::new();
+    for (group, name) in splits {
+        let path = format!(
+            "/api/v1/jobs/{}/{}",
+            super::path_segment(group),
+            super::path_segment(name)
+        );
+        if client.get::<serde_json::Value>(&path).await.is_ok() {
+            found.push((group.to_string(), name.to_string()));
+        }
+    }
+    match found.len() {
+        0 => Ok((first.0.to_string(), first.1.to_string())),
+        1 => Ok(found.remove(0)),
+        _ => anyhow::bail!(
+            "--job {text:?} names {} jobs ({}): give the group apart with --job-group",
+            found.len(),
+            found
+                .iter()
+                .map(|(g, n)| format!("group {g:?} name {n:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// `chime task rerun|kill --job J …`: one call, one transaction; prints the count and the ids.
 pub async fn bulk(
     client: &ApiClient,
@@ -397,9 +435,10 @@ pub async fn bulk(
 ) -> Result<()> {
     let job = args.job.unwrap_or_default();
     let (group, name) = match &args.job_group {
-        Some(group) => (group.as_str(), job.as_str()),
-        None => job.split_once('.').unwrap_or(("default", job.as_str())),
+        Some(group) => (group.clone(), job.clone()),
+        None => dotted_job(client, &job).await?,
     };
+    let (group, name) = (group.as_str(), name.as_str());
     let body = serde_json::json!({
         "status": (!args.status.is_empty()).then_some(&args.status),
         "data_time_from": args.data_time_from,
