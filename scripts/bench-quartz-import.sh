@@ -18,7 +18,7 @@ JAR=/usr/share/java/quartz2.jar
 for db in $SRC $DST; do psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"; done
 psql -q "$PG/postgres" -c "CREATE DATABASE $SRC"
 python3 -c "import zipfile,sys; sys.stdout.write(zipfile.ZipFile('$JAR').read('org/quartz/impl/jdbcjobstore/tables_postgres.sql').decode())" \
-  | psql -q "$PG/$SRC" >/dev/null
+  | PGOPTIONS="-c client_min_messages=error" psql -q "$PG/$SRC" >/dev/null # it ends in a bare COMMIT
 hex() { od -An -v -tx1 "$1" | tr -d ' \n'; }
 {
   i=0
