@@ -47,6 +47,29 @@ impl ApiClient {
             .map(|(_, body)| body)
     }
 
+    /// Whether GET `path` finds something: true on 2xx, false on 404; any other answer, or no
+    /// answer, is an error.
+    pub async fn exists(&self, path: &str) -> Result<bool> {
+        let response = self
+            .request(Method::GET, path)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the chime API at {}", self.base))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(true);
+        }
+        if status == StatusCode::NOT_FOUND {
+            return Ok(false);
+        }
+        let bytes = response.bytes().await.context("reading the API's answer")?;
+        Err(anyhow!(
+            "{} (HTTP {})",
+            error_message(&bytes),
+            status.as_u16()
+        ))
+    }
+
     /// GET `path` with `query` parameters (encoded), as JSON.
     pub async fn get_with<T: DeserializeOwned>(
         &self,

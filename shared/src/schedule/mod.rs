@@ -296,12 +296,40 @@ impl Schedule {
         let ScheduleKind::DailyTimeInterval(daily) = &self.kind else {
             return None;
         };
-        let mut fire = daily.fire_time_after(self.start, self.end, after, times_triggered)?;
-        for _ in 0..MAX_EXCLUDED_CANDIDATES {
-            if calendar.is_none_or(|c| c.is_time_included(fire)) {
+        let step =
+            |from: Timestamp| daily.fire_time_after(self.start, self.end, from, times_triggered);
+        let mut fire = step(after)?;
+        let Some(calendar) = calendar else {
+            return Some(fire);
+        };
+        // Quartz steps through what the calendar excludes one candidate at a time. Its end checks
+        // can only matter within a day of the end (a fire past the end is found from a candidate
+        // less than a day before it), so an excluded stretch is crossed in one jump up to there.
+        let near_end = self
+            .end
+            .and_then(|end| end.checked_sub(SignedDuration::from_hours(26)).ok());
+        for _ in 0..MAX_PAST_END_STEPS {
+            if calendar.is_time_included(fire) {
                 return Some(fire);
             }
-            fire = daily.fire_time_after(self.start, self.end, fire, times_triggered)?;
+            let resume = calendar.resume_after_excluded(fire);
+            let past_stretch = resume
+                .checked_sub(SignedDuration::from_millis(1))
+                .unwrap_or(fire)
+                .max(fire);
+            fire = match (self.end, near_end) {
+                (None, _) => step(past_stretch)?,
+                (Some(end), Some(near)) if past_stretch < near => {
+                    // None at or before the end past the stretch: Quartz stops before it.
+                    step(past_stretch).filter(|f| *f <= end)?
+                }
+                (Some(end), Some(near)) if fire < near => {
+                    // The first candidate after a day before the end is Quartz's next one if
+                    // it is at or before the end; past it, Quartz stops first.
+                    step(near).filter(|f| *f <= end)?
+                }
+                _ => step(fire)?,
+            };
         }
         None
     }
@@ -333,8 +361,12 @@ impl Schedule {
             let remaining = daily.repeat_count - times;
             let span = end.duration_since(fire).as_secs();
             let grid = (i64::from(daily.interval) * daily.unit_seconds).max(1);
-            // At most one fire per interval, plus a window's start each day.
-            let steps_left = span / grid + span / 86_400 + 2;
+            // At most the window's grid each day (and one more on a day that repeats an hour).
+            let window = daily
+                .end_of_day
+                .duration_since(daily.start_of_day)
+                .as_secs();
+            let steps_left = (span / 86_400 + 2) * (window / grid + 2);
             if (daily.repeat_count == -1 || remaining > steps_left)
                 && let Some(day_before) = end.checked_sub(SignedDuration::from_hours(24)).ok()
                 && fire < day_before
@@ -647,6 +679,23 @@ mod past_end_tests {
         );
     }
 
+    /// Quartz's search, one candidate at a time (no jump over excluded stretches).
+    fn stepped(
+        schedule: &Schedule,
+        after: Timestamp,
+        times: i64,
+        calendar: Option<&Calendar>,
+    ) -> Option<Timestamp> {
+        let super::ScheduleKind::DailyTimeInterval(daily) = &schedule.kind else {
+            return None;
+        };
+        let mut fire = daily.fire_time_after(schedule.start, schedule.end, after, times)?;
+        while calendar.is_some_and(|c| !c.is_time_included(fire)) {
+            fire = daily.fire_time_after(schedule.start, schedule.end, fire, times)?;
+        }
+        Some(fire)
+    }
+
     /// Quartz's walk fire by fire, with no jump.
     fn walked(
         schedule: &Schedule,
@@ -659,8 +708,50 @@ mod past_end_tests {
             if at > end {
                 return Some(at);
             }
-            at = schedule.quartz_daily_fire_after(at, times, calendar)?;
+            at = stepped(schedule, at, times, calendar)?;
             times += 1;
+        }
+    }
+
+    #[test]
+    fn an_excluded_weekend_is_crossed_as_quartz_crosses_it() {
+        // Every 45 s from 09:00 to 23:59:59 with a weekend calendar: a weekend of excluded
+        // candidates between Friday night and an end on or around it.
+        let weekend: CalendarSpec = serde_json::from_value(serde_json::json!({
+            "kind": "weekly", "excluded_days": ["SAT", "SUN"], "time_zone": "Europe/Berlin",
+        }))
+        .unwrap();
+        let weekend = Calendar::compile(&weekend).unwrap();
+        for end in [
+            "2030-06-10T00:00:00+02:00",
+            "2030-06-09T23:59:55+02:00",
+            "2030-06-10T08:00:00+02:00",
+            "2030-06-10T09:00:05+02:00",
+            "2030-06-09T12:00:00+02:00",
+            "2030-06-08T09:00:00+02:00",
+        ] {
+            let spec: ScheduleSpec = serde_json::from_value(serde_json::json!({
+                "kind": "daily_time_interval", "interval": 45, "unit": "second",
+                "start_time_of_day": "09:00:00", "end_time_of_day": "23:59:59",
+                "time_zone": "Europe/Berlin",
+                "start_time": "2030-06-03T00:00:00+02:00", "end_time": end,
+            }))
+            .unwrap();
+            let schedule = Schedule::compile(&spec, ts("2030-06-03T00:00:00Z")).unwrap();
+            // Saturday 10:00 (a misfired do-nothing trigger searching from now), and Friday.
+            for from in ["2030-06-08T08:00:00Z", "2030-06-07T20:00:00Z"] {
+                let from = ts(from);
+                assert_eq!(
+                    schedule.quartz_daily_fire_after(from, 1, Some(&weekend)),
+                    stepped(&schedule, from, 1, Some(&weekend)),
+                    "end {end}, from {from}"
+                );
+                assert_eq!(
+                    schedule.quartz_fire_past_end(from, 0, Some(&weekend)),
+                    walked(&schedule, from, Some(&weekend)),
+                    "end {end}, from {from}"
+                );
+            }
         }
     }
 

@@ -407,7 +407,7 @@ async fn dotted_job(client: &ApiClient, text: &str) -> Result<(String, String)> 
             super::path_segment(group),
             super::path_segment(name)
         );
-        if client.get::<serde_json::Value>(&path).await.is_ok() {
+        if client.exists(&path).await? {
             found.push((group.to_string(), name.to_string()));
         }
     }
