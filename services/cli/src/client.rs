@@ -50,24 +50,12 @@ impl ApiClient {
     /// Whether GET `path` finds something: true on 2xx, false on 404; any other answer, or no
     /// answer, is an error.
     pub async fn exists(&self, path: &str) -> Result<bool> {
-        let response = self
-            .request(Method::GET, path)
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the chime API at {}", self.base))?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(true);
+        let response = self.reach(self.request(Method::GET, path)).await?;
+        match response.status() {
+            status if status.is_success() => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            _ => Err(refusal(response).await),
         }
-        if status == StatusCode::NOT_FOUND {
-            return Ok(false);
-        }
-        let bytes = response.bytes().await.context("reading the API's answer")?;
-        Err(anyhow!(
-            "{} (HTTP {})",
-            error_message(&bytes),
-            status.as_u16()
-        ))
     }
 
     /// GET `path` with `query` parameters (encoded), as JSON.
@@ -89,21 +77,12 @@ impl ApiClient {
         query: &[(&str, String)],
     ) -> Result<reqwest::Response> {
         let response = self
-            .request(Method::GET, path)
-            .query(query)
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the chime API at {}", self.base))?;
-        let status = response.status();
-        if status.is_success() {
+            .reach(self.request(Method::GET, path).query(query))
+            .await?;
+        if response.status().is_success() {
             return Ok(response);
         }
-        let bytes = response.bytes().await.context("reading the API's answer")?;
-        Err(anyhow!(
-            "{} (HTTP {})",
-            error_message(&bytes),
-            status.as_u16()
-        ))
+        Err(refusal(response).await)
     }
 
     /// POST `body` to `path`; returns the status and the JSON answer.
@@ -135,42 +114,42 @@ impl ApiClient {
 
     /// DELETE `path`.
     pub async fn delete(&self, path: &str) -> Result<()> {
-        let response = self
-            .request(Method::DELETE, path)
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the chime API at {}", self.base))?;
-        let status = response.status();
-        if status.is_success() {
+        let response = self.reach(self.request(Method::DELETE, path)).await?;
+        if response.status().is_success() {
             return Ok(());
         }
-        let bytes = response.bytes().await.context("reading the API's answer")?;
-        Err(anyhow!(
-            "{} (HTTP {})",
-            error_message(&bytes),
-            status.as_u16()
-        ))
+        Err(refusal(response).await)
     }
 
-    async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<(StatusCode, T)> {
-        let response = request.send().await.with_context(|| {
+    /// Sends `request`; an error only when the API cannot be reached.
+    async fn reach(&self, request: RequestBuilder) -> Result<reqwest::Response> {
+        request.send().await.with_context(|| {
             format!(
                 "cannot reach the chime API at {} (is `chime up` running? set CHIME_API_URL)",
                 self.base
             )
-        })?;
+        })
+    }
+
+    async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<(StatusCode, T)> {
+        let response = self.reach(request).await?;
         let status = response.status();
-        let bytes = response.bytes().await.context("reading the API's answer")?;
         if !status.is_success() {
-            return Err(anyhow!(
-                "{} (HTTP {})",
-                error_message(&bytes),
-                status.as_u16()
-            ));
+            return Err(refusal(response).await);
         }
+        let bytes = response.bytes().await.context("reading the API's answer")?;
         let body =
             serde_json::from_slice(&bytes).context("the API's answer is not the JSON expected")?;
         Ok((status, body))
+    }
+}
+
+/// An answer that is not a success, as an error: the API's message and the status.
+async fn refusal(response: reqwest::Response) -> anyhow::Error {
+    let status = response.status();
+    match response.bytes().await {
+        Ok(bytes) => anyhow!("{} (HTTP {})", error_message(&bytes), status.as_u16()),
+        Err(error) => anyhow!(error).context("reading the API's answer"),
     }
 }
 

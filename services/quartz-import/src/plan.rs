@@ -694,13 +694,8 @@ fn end_at_quartz_last_fire(
     else {
         return Ok(());
     };
-    let zone = chime_core::schedule::named_zone(trigger.schedule.time_zone())
-        .unwrap_or(jiff::tz::TimeZone::UTC);
-    let local = |t: Timestamp| {
-        t.to_zoned(zone.clone())
-            .strftime("%Y-%m-%d %H:%M:%S%.3f %:z")
-            .to_string()
-    };
+    let zone = trigger_zone(&trigger.schedule);
+    let local = |t: Timestamp| in_zone(t, &zone);
     report.warnings.push(format!(
         "trigger {}: Quartz fires it once after its end time {}, at {}; imported with that as \
          its end time",
@@ -1060,20 +1055,27 @@ fn trigger_report(
         .as_deref()
         .and_then(|c| calendars.get(c))
         .map(|c| &c.definition);
-    let zone_name = trigger.schedule.time_zone().to_string();
-    let zone = chime_core::schedule::named_zone(&zone_name).unwrap_or(jiff::tz::TimeZone::UTC);
+    let zone = trigger_zone(&trigger.schedule);
     TriggerReport {
         trigger: full(&trigger.group, &trigger.name),
         job: full(&trigger.job_group, &trigger.job_name),
         next_fires: next_fires(trigger, calendar, REPORTED_FIRES)
             .into_iter()
-            .map(|t| {
-                t.to_zoned(zone.clone())
-                    .strftime("%Y-%m-%d %H:%M:%S%.3f %:z")
-                    .to_string()
-            })
+            .map(|t| in_zone(t, &zone))
             .collect(),
-        time_zone: zone_name,
+        time_zone: trigger.schedule.time_zone().to_string(),
         state: trigger.state,
     }
+}
+
+/// The zone a trigger's times are reported in (its schedule's; UTC for a simple trigger).
+fn trigger_zone(schedule: &ScheduleSpec) -> jiff::tz::TimeZone {
+    chime_core::schedule::named_zone(schedule.time_zone()).unwrap_or(jiff::tz::TimeZone::UTC)
+}
+
+/// A time as the report shows it, in `zone`, to the millisecond.
+fn in_zone(t: Timestamp, zone: &jiff::tz::TimeZone) -> String {
+    t.to_zoned(zone.clone())
+        .strftime("%Y-%m-%d %H:%M:%S%.3f %:z")
+        .to_string()
 }

@@ -679,6 +679,15 @@ mod past_end_tests {
         );
     }
 
+    /// Saturdays and Sundays excluded, in Berlin.
+    fn weekend() -> Calendar {
+        let spec: CalendarSpec = serde_json::from_value(serde_json::json!({
+            "kind": "weekly", "excluded_days": ["SAT", "SUN"], "time_zone": "Europe/Berlin",
+        }))
+        .unwrap();
+        Calendar::compile(&spec).unwrap()
+    }
+
     /// Quartz's search, one candidate at a time (no jump over excluded stretches).
     fn stepped(
         schedule: &Schedule,
@@ -717,11 +726,7 @@ mod past_end_tests {
     fn an_excluded_weekend_is_crossed_as_quartz_crosses_it() {
         // Every 45 s from 09:00 to 23:59:59 with a weekend calendar: a weekend of excluded
         // candidates between Friday night and an end on or around it.
-        let weekend: CalendarSpec = serde_json::from_value(serde_json::json!({
-            "kind": "weekly", "excluded_days": ["SAT", "SUN"], "time_zone": "Europe/Berlin",
-        }))
-        .unwrap();
-        let weekend = Calendar::compile(&weekend).unwrap();
+        let weekend = weekend();
         for end in [
             "2030-06-10T00:00:00+02:00",
             "2030-06-09T23:59:55+02:00",
@@ -757,11 +762,7 @@ mod past_end_tests {
 
     #[test]
     fn the_jump_towards_the_end_finds_what_walking_every_fire_finds() {
-        let weekend: CalendarSpec = serde_json::from_value(serde_json::json!({
-            "kind": "weekly", "excluded_days": ["SAT", "SUN"], "time_zone": "Europe/Berlin",
-        }))
-        .unwrap();
-        let weekend = Calendar::compile(&weekend).unwrap();
+        let weekend = weekend();
         let shapes = [
             (2, "hour", "05:00:00", "20:00:00", None),
             (1, "hour", "09:00:00", "23:59:59", None),
