@@ -30,6 +30,6 @@ PY
 kill $UP; wait $UP || true
 trap - EXIT
 psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)"
-for q in bench-submit.group.default bench-submit.submit bench-submit.dead; do
+for q in bench-submit.group.default bench-submit.inline.default bench-submit.submit bench-submit.dead; do
   rabbitmqctl -q delete_queue "$q" >/dev/null 2>&1 || true
 done

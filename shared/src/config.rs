@@ -128,9 +128,12 @@ pub struct SchedulerConfig {
 pub struct WorkerSettings {
     /// Worker groups (queues) this worker consumes.
     pub groups: Vec<String>,
-    /// How many tasks it runs at once.
+    /// How many tasks that run as processes (shell, command templates) it runs at once.
     pub concurrency: u16,
-    /// How many unacked deliveries it holds per queue (default: the concurrency). A delivery is
+    /// How many tasks it runs inline at once (noop, http: no process, a place in the worker's own
+    /// event loop; default 200). They have their own queue per group, with this prefetch.
+    pub inline_concurrency: u16,
+    /// How many unacked deliveries it holds per process queue (default: the concurrency). A delivery is
     /// acked when its task's outcome is committed, so by default a worker of one group holds no
     /// more tasks than it has slots, and a task never waits behind a busy worker while another
     /// has a slot free (a worker of several groups holds up to this many per group). More saves a broker round trip per short task, at the price of tasks waiting
@@ -206,6 +209,8 @@ pub struct Overrides {
     pub worker_groups: Option<Vec<String>>,
     /// `--concurrency`
     pub worker_concurrency: Option<u16>,
+    /// `--inline-concurrency`
+    pub worker_inline_concurrency: Option<u16>,
     /// `--config`: the configuration file (default `./chime.toml`, or `CHIME_CONFIG`).
     pub config_file: Option<PathBuf>,
 }
@@ -248,6 +253,7 @@ impl Settings {
             .set_default("api_url", DEFAULT_API_URL)?
             .set_default("worker.groups", vec!["default"])?
             .set_default("worker.concurrency", 16)?
+            .set_default("worker.inline_concurrency", 200)?
             .set_default("worker.submit_batch", 500)?
             .set_default("worker.submit_batch_window_ms", 5)?
             .set_default("worker.output_tail_bytes", 64 * 1024)?
@@ -296,7 +302,11 @@ impl Settings {
             .set_override_option("insecure_no_auth", o.insecure_no_auth)?
             .set_override_option("metrics_addr", o.metrics_addr)?
             .set_override_option("worker.groups", o.worker_groups)?
-            .set_override_option("worker.concurrency", o.worker_concurrency.map(i64::from))?;
+            .set_override_option("worker.concurrency", o.worker_concurrency.map(i64::from))?
+            .set_override_option(
+                "worker.inline_concurrency",
+                o.worker_inline_concurrency.map(i64::from),
+            )?;
         let mut settings: Settings = builder.build()?.try_deserialize()?;
         settings.api_token = settings.api_token.filter(|t| !t.is_empty());
         settings.validate()?;
@@ -374,6 +384,12 @@ impl Settings {
         if self.worker.concurrency == 0 {
             return Err(ConfigError::Value {
                 key: "worker.concurrency",
+                message: "must be at least 1".into(),
+            });
+        }
+        if self.worker.inline_concurrency == 0 {
+            return Err(ConfigError::Value {
+                key: "worker.inline_concurrency",
                 message: "must be at least 1".into(),
             });
         }

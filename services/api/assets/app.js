@@ -1024,10 +1024,11 @@ async function workersPage(main) {
   const draw = async () => {
     const workers = await api("/api/v1/workers");
     main.replaceChildren(section("Workers", workers.length ? table(
-      ["name", "status", "worker groups", "kinds", "concurrency", "running now", "heartbeat", "started", ""],
+      ["name", "status", "worker groups", "kinds", "slots", "running now", "heartbeat", "started", ""],
       workers.map((w) => h("tr", {},
         h("td", { class: "mono" }, w.name), h("td", {}, w.status), h("td", {}, w.groups.join(", ")),
-        h("td", {}, w.kinds.join(", ")), h("td", {}, String(w.concurrency)),
+        h("td", {}, w.kinds.join(", ")), h("td", {}, w.inline_concurrency
+          ? `${w.concurrency} processes, ${w.inline_concurrency} inline` : String(w.concurrency)),
         h("td", {}, link(`/tasks?status=running&worker=${w.id}`, String(w.running ?? 0)), " ", link(`/tasks?worker=${w.id}`, "recent")),
         h("td", {}, ago(w.last_heartbeat)), h("td", {}, when(w.started_at)),
         h("td", {}, w.status === "online" ? actionButton("Drain", () => post(`/api/v1/workers/${w.id}/drain`), draw, "secondary",

@@ -67,17 +67,20 @@ impl Installation {
         Ok(())
     }
 
-    /// Starts `count` workers with `concurrency` slots each, each on its own node.
+    /// Starts `count` workers with `concurrency` slots each (process and inline alike), each on
+    /// its own node.
     pub async fn start_workers(&mut self, count: usize, concurrency: u16) -> BenchResult<()> {
         for _ in 0..count {
             // The worker's node is sized as a `chime worker` with these slots is.
             let mut settings = self.settings.clone();
             settings.worker.concurrency = concurrency;
+            settings.worker.inline_concurrency = concurrency;
             let node = Arc::new(Node::start(settings, "worker").await?);
             let (n, stop) = (node.clone(), self.shutdown.clone());
             // The benchmark's workers run its noop tasks only, on a throwaway installation.
             let worker = WorkerSettings {
                 concurrency,
+                inline_concurrency: concurrency,
                 allow_open_store: true,
                 ..n.settings.worker.clone()
             };

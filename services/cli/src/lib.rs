@@ -186,9 +186,14 @@ struct WorkerArgs {
     /// Worker groups to consume, comma-separated [env: CHIME_WORKER__GROUPS]
     #[arg(long, value_delimiter = ',')]
     groups: Option<Vec<String>>,
-    /// Tasks a worker runs at once [env: CHIME_WORKER__CONCURRENCY]
+    /// Shell and command-template tasks a worker runs at once (each is a process)
+    /// [env: CHIME_WORKER__CONCURRENCY]
     #[arg(long)]
     concurrency: Option<u16>,
+    /// Noop and http tasks a worker runs at once (inside the worker; default 200)
+    /// [env: CHIME_WORKER__INLINE_CONCURRENCY]
+    #[arg(long)]
+    inline_concurrency: Option<u16>,
     #[command(flatten)]
     service: ServiceArgs,
     #[command(subcommand)]
@@ -263,6 +268,7 @@ impl From<&WorkerArgs> for ServeArgs {
         Self {
             groups: a.groups.clone(),
             concurrency: a.concurrency,
+            inline_concurrency: a.inline_concurrency,
             metrics_addr: a.service.metrics_addr.clone(),
             ..Self::default()
         }
@@ -278,9 +284,14 @@ struct ServeArgs {
     /// Worker groups to consume, comma-separated [env: CHIME_WORKER__GROUPS]
     #[arg(long, value_delimiter = ',')]
     groups: Option<Vec<String>>,
-    /// Tasks a worker runs at once [env: CHIME_WORKER__CONCURRENCY]
+    /// Shell and command-template tasks a worker runs at once (each is a process)
+    /// [env: CHIME_WORKER__CONCURRENCY]
     #[arg(long)]
     concurrency: Option<u16>,
+    /// Noop and http tasks a worker runs at once (inside the worker; default 200)
+    /// [env: CHIME_WORKER__INLINE_CONCURRENCY]
+    #[arg(long)]
+    inline_concurrency: Option<u16>,
     /// Let the API listen beyond loopback with no token, e.g. behind a proxy that authenticates
     /// [env: CHIME_INSECURE_NO_AUTH]
     #[arg(long)]
@@ -352,7 +363,7 @@ enum BenchCommand {
         /// How many tasks.
         #[arg(long, default_value_t = 20_000)]
         count: usize,
-        /// Slots per worker.
+        /// Slots per worker (noop tasks run inline: its inline slots).
         #[arg(long, default_value_t = 200)]
         concurrency: u16,
         /// How many workers (each with its own connections).
@@ -525,6 +536,7 @@ fn settings(global: &GlobalArgs, serve: Option<&ServeArgs>) -> Result<Settings> 
         api_token: global.token.clone(),
         worker_groups: serve.and_then(|s| s.groups.clone()),
         worker_concurrency: serve.and_then(|s| s.concurrency),
+        worker_inline_concurrency: serve.and_then(|s| s.inline_concurrency),
         insecure_no_auth: serve.and_then(|s| s.insecure_no_auth.then_some(true)),
         metrics_addr: serve.and_then(|s| s.metrics_addr.clone()),
         config_file: global.config.clone(),

@@ -42,8 +42,7 @@ pub async fn run(store: Store, broker: Broker, shutdown: CancellationToken) {
                         let online = snapshot.workers_online_in(group);
                         metrics::gauge!("chime_workers_online", "worker_group" => group.clone())
                             .set(online as f64);
-                        let queue = broker.topology().group_queue(group);
-                        match broker.queue_stats(&queue).await {
+                        match broker.group_stats(group).await {
                             Ok(Some((messages, consumers))) => {
                                 metrics::gauge!("chime_queue_depth", "worker_group" => group.clone()).set(f64::from(messages));
                                 metrics::gauge!("chime_queue_consumers", "worker_group" => group.clone()).set(f64::from(consumers));

@@ -125,7 +125,7 @@ async fn recover(store: &Store, broker: &Broker) -> Result<usize, StoreError> {
     Ok(recovered)
 }
 
-/// Re-publishes stale ready tasks of the groups whose queue holds no message (a queue with
+/// Re-publishes stale ready tasks of the groups whose queues hold no message (a queue with
 /// messages may still hold theirs: a backlog must not be doubled).
 async fn republish(
     store: &Store,
@@ -139,13 +139,12 @@ async fn republish(
     }
     let mut empty = Vec::new();
     for group in groups {
-        let queue = broker.topology().group_queue(&group);
-        match broker.queue_depth(&queue).await {
-            Ok(Some(0)) => empty.push(group),
+        match broker.group_stats(&group).await {
+            Ok(Some((0, _))) => empty.push(group),
             Ok(Some(_)) => {}
             // No queue at all: whatever was in it is gone; the relay declares it again.
             Ok(None) => empty.push(group),
-            Err(error) => warn!(%error, %queue, "cannot read the queue's depth"),
+            Err(error) => warn!(%error, %group, "cannot read the group's queue depth"),
         }
     }
     if empty.is_empty() {

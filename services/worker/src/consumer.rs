@@ -1,5 +1,6 @@
-//! Where task messages are consumed: one consumer per worker-group queue, on its own channel with
-//! the worker's prefetch, rebuilt whenever the broker connection is.
+//! Where task messages are consumed: one consumer per worker-group queue (two per group: process
+//! and inline tasks), on its own channel with the prefetch of that queue's slots, rebuilt
+//! whenever the broker connection is.
 //!
 //! Each task message is handed to [`crate::delivery`] (a command to [`crate::control`]) in its own
 //! task; the worker's semaphore bounds how many run at once. Submissions are collected into
@@ -24,8 +25,10 @@ use crate::Worker;
 /// Which handler a queue's deliveries go to.
 #[derive(Clone, Copy, Debug)]
 pub enum QueueKind {
-    /// A worker group's task queue.
+    /// A worker group's queue of tasks that run as processes.
     Group,
+    /// A worker group's queue of tasks the worker runs itself (noop, http).
+    Inline,
     /// The `<prefix>.submit` queue of ad-hoc submissions.
     Submit,
     /// This worker's own command queue (`<prefix>.worker.<id>`).
@@ -169,16 +172,15 @@ async fn open(
     // Two batches of submissions: one being recorded, the next arriving meanwhile.
     let prefetch = match kind {
         QueueKind::Submit => u16::try_from(worker.submit_batch.0 * 2).unwrap_or(u16::MAX),
-        _ => worker.prefetch,
+        QueueKind::Inline => worker.inline_prefetch,
+        QueueKind::Group | QueueKind::Control => worker.prefetch,
     };
     channel
         .basic_qos(prefetch, BasicQosOptions::default())
         .await?;
     match kind {
-        QueueKind::Group => {
-            let group = queue
-                .strip_prefix(&format!("{}.group.", worker.topology().prefix()))
-                .unwrap_or(queue);
+        QueueKind::Group | QueueKind::Inline => {
+            let group = worker.topology().group_of_queue(queue).unwrap_or(queue);
             worker.topology().declare_group(&channel, group).await?;
         }
         QueueKind::Control => {

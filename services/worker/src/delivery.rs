@@ -1,4 +1,4 @@
-//! What happens to one task message, from its worker group's queue to its ack (submissions:
+//! What happens to one task message, from its worker group's queue (process or inline) to its ack (submissions:
 //! [`crate::submissions`]).
 //!
 //! ```text
@@ -45,7 +45,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             return reject_poison(worker, &channel, queue, delivery, &error.to_string()).await;
         }
     };
-    if worker.topology().group_queue(&message.group) != queue {
+    if worker.topology().group_of_queue(queue) != Some(message.group.as_str()) {
         // Forged or misrouted: this queue's tasks are another group's, and the task's row is
         // not touched, so a forgery spends no attempt.
         let reason = format!(
@@ -57,7 +57,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
     }
     let span = info_span!("attempt", task_id = %message.task_id, attempt = message.attempt, kind = %message.kind);
     async {
-        let Some(_permit) = worker.permit().await else {
+        let Some(_permit) = worker.permit(&message.kind).await else {
             // Shutting down before it started: give it back to the queue.
             return requeue(&delivery).await;
         };

@@ -34,6 +34,7 @@ use std::time::Duration;
 use chime_core::Node;
 use chime_core::bus::{Broker, Topology};
 use chime_core::config::WorkerSettings;
+use chime_core::model::kinds;
 use chime_core::node::hostname;
 use chime_core::store::task_lifecycle::{self, WorkerIdentity};
 use chime_core::store::{Store, StoreError, workers};
@@ -109,7 +110,12 @@ pub struct Worker {
     submit_batch: (usize, std::time::Duration),
     executors: Executors,
     transitions: transitions::Transitions,
-    permits: Arc<Semaphore>,
+    /// Slots for tasks that run as processes (`concurrency`).
+    process_slots: Arc<Semaphore>,
+    /// Slots for tasks the worker runs itself (`inline_concurrency`).
+    inline_slots: Arc<Semaphore>,
+    /// The prefetch of its inline queues: its inline slots.
+    inline_prefetch: u16,
     attempts: TaskTracker,
     /// The attempts this worker holds: where a kill command finds its process, and what its
     /// heartbeat reports. Locked only for map updates, never across an await.
@@ -133,12 +139,18 @@ impl Worker {
         self.broker.topology()
     }
 
-    /// A slot to run an attempt in; None once the worker is draining.
-    async fn permit(&self) -> Option<OwnedSemaphorePermit> {
+    /// A slot to run an attempt of `kind` in (inline or process, by the kind, whichever queue
+    /// it came from); None once the worker is draining.
+    async fn permit(&self, kind: &str) -> Option<OwnedSemaphorePermit> {
+        let slots = if kinds::runs_inline(kind) {
+            &self.inline_slots
+        } else {
+            &self.process_slots
+        };
         tokio::select! {
             biased;
             _ = self.draining.cancelled() => None,
-            permit = self.permits.clone().acquire_owned() => permit.ok(),
+            permit = slots.clone().acquire_owned() => permit.ok(),
         }
     }
 
@@ -241,7 +253,9 @@ impl Worker {
         let worker = self.clone();
         self.attempts.spawn(async move {
             match kind {
-                QueueKind::Group => delivery::handle_task(&worker, channel, &queue, delivery).await,
+                QueueKind::Group | QueueKind::Inline => {
+                    delivery::handle_task(&worker, channel, &queue, delivery).await
+                }
                 // The consumer records submissions in batches itself; one that arrives here
                 // goes as a batch of one.
                 QueueKind::Submit => {
@@ -324,6 +338,7 @@ pub async fn run(
             groups: &settings.groups,
             kinds: &kinds,
             concurrency: settings.concurrency,
+            inline_concurrency: settings.inline_concurrency,
         },
     )
     .await
@@ -342,7 +357,9 @@ pub async fn run(
         submit_batch: settings.submit_batch(),
         executors,
         transitions,
-        permits: Arc::new(Semaphore::new(usize::from(settings.concurrency))),
+        process_slots: Arc::new(Semaphore::new(usize::from(settings.concurrency))),
+        inline_slots: Arc::new(Semaphore::new(usize::from(settings.inline_concurrency))),
+        inline_prefetch: settings.inline_concurrency.max(1),
         attempts: TaskTracker::new(),
         held: Mutex::new(HashMap::new()),
         drain_requested: CancellationToken::new(),
@@ -357,7 +374,12 @@ pub async fn run(
     });
     let span = info_span!("worker", name = %worker.identity.name);
     async {
-        info!(groups = ?settings.groups, concurrency = settings.concurrency, "worker online");
+        info!(
+            groups = ?settings.groups,
+            concurrency = settings.concurrency,
+            inline_concurrency = settings.inline_concurrency,
+            "worker online"
+        );
         // No delivery is taken before the worker has its liveness session.
         let session = loop {
             match tokio::time::timeout(
@@ -389,12 +411,17 @@ pub async fn run(
         let consumers = TaskTracker::new();
         let topology = worker.topology().clone();
         for group in &settings.groups {
-            consumers.spawn(consumer::consume(
-                worker.clone(),
-                topology.group_queue(group),
-                QueueKind::Group,
-                worker.draining.clone(),
-            ));
+            for (queue, kind) in [
+                (topology.group_queue(group), QueueKind::Group),
+                (topology.inline_queue(group), QueueKind::Inline),
+            ] {
+                consumers.spawn(consumer::consume(
+                    worker.clone(),
+                    queue,
+                    kind,
+                    worker.draining.clone(),
+                ));
+            }
         }
         consumers.spawn(consumer::consume(
             worker.clone(),

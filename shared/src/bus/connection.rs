@@ -167,6 +167,20 @@ impl Broker {
             .map_err(|_| super::BusError::Unavailable)?
     }
 
+    /// `(messages ready, consumers)` of a worker group's two task queues together: their
+    /// messages summed, and the consumers of the one with more (every worker consumes both);
+    /// `Ok(None)` when neither exists.
+    pub async fn group_stats(&self, group: &str) -> Result<Option<(u32, u32)>, super::BusError> {
+        let mut total: Option<(u32, u32)> = None;
+        for queue in self.topology.task_queues(group) {
+            if let Some((messages, consumers)) = self.queue_stats(&queue).await? {
+                let (m, c) = total.unwrap_or((0, 0));
+                total = Some((m.saturating_add(messages), c.max(consumers)));
+            }
+        }
+        Ok(total)
+    }
+
     /// Waits for a connected, declared connection; None once `shutdown` is cancelled.
     pub async fn connection(&self, shutdown: &CancellationToken) -> Option<Arc<Connection>> {
         let mut current = self.current.clone();

@@ -386,6 +386,12 @@ async fn publish_batch(
                     AMQPValue::FieldArray(vec![AMQPValue::LongString(key.into())].into()),
                 );
             }
+            // A task message is recorded under its group; its kind picks the group's queue.
+            let routing_key = if message.exchange == tasks_exchange {
+                topology.task_routing_key(routing_key, body)
+            } else {
+                std::borrow::Cow::Borrowed(routing_key.as_ref())
+            };
             let sent = channel
                 .basic_publish(
                     message.exchange.as_str().into(),
@@ -402,7 +408,7 @@ async fn publish_batch(
                 Ok(confirm) => confirms.push(async move {
                     let outcome = match confirm.await {
                         Ok(confirmation) => {
-                            check_confirmation(confirmation, &message.exchange, routing_key)
+                            check_confirmation(confirmation, &message.exchange, &routing_key)
                         }
                         Err(error) => Err(BusError::from(error)),
                     };

@@ -2,14 +2,22 @@
 //!
 //! | name                  | type                     | purpose                                   |
 //! |-----------------------|--------------------------|-------------------------------------------|
-//! | `<p>.tasks`           | direct exchange          | routing key = worker group                |
-//! | `<p>.group.<group>`   | quorum queue             | tasks for one worker group                |
+//! | `<p>.tasks`           | direct exchange          | routing key = worker group (`inline:<group>`) |
+//! | `<p>.group.<group>`   | quorum queue             | one worker group's tasks that run as processes |
+//! | `<p>.inline.<group>`  | quorum queue             | its tasks the worker runs itself (noop, http) |
 //! | `<p>.events`          | topic exchange           | `task.<status>.<group>` lifecycle events  |
 //! | `<p>.control`         | direct exchange          | kill and drain commands, key = worker id  |
 //! | `<p>.worker.<id>`     | exclusive queue          | one worker's commands                     |
 //! | `<p>.submit`          | direct exchange + queue  | ad-hoc tasks from any AMQP client         |
 //! | `<p>.dead`            | fanout exchange + queue  | poison and undeliverable messages         |
 //! | `<p>.dependencies`    | quorum queue on events   | ended and waiting tasks of jobs           |
+//!
+//! A worker group has two task queues because a worker has two kinds of slot: a process for a
+//! shell or command-template task (few: `worker.concurrency`), and a place in its own event loop
+//! for a noop or http task (many: `worker.inline_concurrency`). Each queue's prefetch matches
+//! its slots, so neither kind waits unacked behind the other in a busy worker while another
+//! worker has room. The outbox records a task message under its group; the relay picks the
+//! queue by the message's kind ([`Topology::task_routing_key`]).
 //!
 //! A job's task's events reach `<p>.dependencies` by a second routing key,
 //! `job.<status>.<group>`, that the relay sends in a `BCC` header
@@ -23,6 +31,8 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{Channel, ExchangeKind};
+
+use crate::model::kinds::INLINE_KINDS;
 
 /// How many times RabbitMQ redelivers a task message before it dead-letters it: a message that
 /// keeps killing its consumer must not loop forever.
@@ -55,9 +65,47 @@ impl Topology {
         format!("{}.tasks", self.prefix)
     }
 
-    /// The queue of one worker group.
+    /// The queue of one worker group's tasks that run as processes (shell, command templates).
     pub fn group_queue(&self, group: &str) -> String {
         format!("{}.group.{group}", self.prefix)
+    }
+
+    /// The queue of one worker group's tasks that a worker runs itself ([`INLINE_KINDS`]).
+    pub fn inline_queue(&self, group: &str) -> String {
+        format!("{}.inline.{group}", self.prefix)
+    }
+
+    /// Both task queues of one worker group: processes, then inline.
+    pub fn task_queues(&self, group: &str) -> [String; 2] {
+        [self.group_queue(group), self.inline_queue(group)]
+    }
+
+    /// The worker group whose task queue `queue` is, if it is one of this installation's.
+    pub fn group_of_queue<'q>(&self, queue: &'q str) -> Option<&'q str> {
+        let rest = queue
+            .strip_prefix(self.prefix.as_str())?
+            .strip_prefix('.')?;
+        rest.strip_prefix("group.")
+            .or_else(|| rest.strip_prefix("inline."))
+            .filter(|group| !group.is_empty())
+    }
+
+    /// The routing key of a task message for `group` whose JSON is `body`: the group, or
+    /// `inline:<group>` for a kind in [`INLINE_KINDS`]. No group name holds a `:`, so the two
+    /// never meet. A body that does not parse goes to the group's process queue, whose worker
+    /// dead-letters it.
+    pub fn task_routing_key<'g>(&self, group: &'g str, body: &str) -> std::borrow::Cow<'g, str> {
+        #[derive(serde::Deserialize)]
+        struct Kind<'a> {
+            #[serde(borrow)]
+            kind: std::borrow::Cow<'a, str>,
+        }
+        match serde_json::from_str::<Kind<'_>>(body) {
+            Ok(Kind { kind }) if INLINE_KINDS.contains(&kind.as_ref()) => {
+                format!("inline:{group}").into()
+            }
+            _ => group.into(),
+        }
     }
 
     /// Topic exchange of task lifecycle events.
@@ -200,23 +248,28 @@ impl Topology {
         Some(format!("job.{rest}"))
     }
 
-    /// Declares a worker group's queue and binds it to the tasks exchange.
+    /// Declares a worker group's two task queues and binds them to the tasks exchange.
     pub async fn declare_group(&self, channel: &Channel, group: &str) -> lapin::Result<()> {
-        let queue = self.group_queue(group);
-        let mut args = quorum();
-        self.dead_lettered(&mut args);
-        channel
-            .queue_declare(queue.clone().into(), QueueDeclareOptions::durable(), args)
-            .await?;
-        channel
-            .queue_bind(
-                queue.into(),
-                self.tasks_exchange().into(),
-                group.into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
+        for (queue, key) in [
+            (self.group_queue(group), group.to_string()),
+            (self.inline_queue(group), format!("inline:{group}")),
+        ] {
+            let mut args = quorum();
+            self.dead_lettered(&mut args);
+            channel
+                .queue_declare(queue.clone().into(), QueueDeclareOptions::durable(), args)
+                .await?;
+            channel
+                .queue_bind(
+                    queue.into(),
+                    self.tasks_exchange().into(),
+                    key.into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+        }
+        Ok(())
     }
 
     /// A worker's own command queue (kill), bound to the control exchange by the worker's id.
@@ -255,7 +308,7 @@ impl Topology {
     /// Deletes this installation's queues (the given groups', submit, dead) and exchanges: for
     /// throw-away installations (tests, benchmarks). Missing ones are ignored.
     pub async fn remove(&self, channel: &Channel, groups: &[String]) {
-        let mut queues: Vec<String> = groups.iter().map(|g| self.group_queue(g)).collect();
+        let mut queues: Vec<String> = groups.iter().flat_map(|g| self.task_queues(g)).collect();
         queues.extend([
             self.submit_exchange(),
             self.dead_exchange(),

@@ -112,6 +112,16 @@ pub const MAX_ARG_BYTES: usize = 32 * 4096 - 1;
 /// The executor kinds every worker has.
 pub const BUILTIN_KINDS: [&str; 3] = ["shell", "http", "noop"];
 
+/// The kinds a worker runs in its own event loop rather than as a process: their tasks go to a
+/// worker group's inline queue and take an inline slot (`worker.inline_concurrency`), not a
+/// process slot (`worker.concurrency`).
+pub const INLINE_KINDS: [&str; 2] = ["noop", "http"];
+
+/// Whether a task of `kind` runs inline ([`INLINE_KINDS`]).
+pub fn runs_inline(kind: &str) -> bool {
+    INLINE_KINDS.contains(&kind)
+}
+
 impl ShellSpec {
     /// Parses and checks a shell spec.
     pub fn parse(spec: &serde_json::Value) -> Result<Self, SpecError> {

@@ -206,9 +206,14 @@ async fn stalled(store: &Store, task: &TaskView) -> Result<Vec<String>, StoreErr
                 ));
             } else if task.status == TaskStatus::Ready && queue.free_slots == 0 {
                 why.push(format!(
-                    "all {slots} slots of group {g}'s {workers} online worker(s) are busy; \
-                     {ahead} task(s) are queued ahead of it",
+                    "all {slots} {which} slots of group {g}'s {workers} online worker(s) are \
+                     busy; {ahead} task(s) are queued ahead of it",
                     slots = queue.slots,
+                    which = if crate::model::kinds::runs_inline(&task.kind) {
+                        "inline"
+                    } else {
+                        "process"
+                    },
                     g = task.group,
                     workers = queue.workers,
                     ahead = queue.ahead,
@@ -237,8 +242,9 @@ async fn stalled(store: &Store, task: &TaskView) -> Result<Vec<String>, StoreErr
     Ok(why)
 }
 
-/// Where a ready task stands in its group: the online workers and their slots, and the ready
-/// tasks the queue hands out before it (higher priority, or the same and made ready earlier).
+/// Where a ready task stands in its group: the online workers and their slots of the task's
+/// kind (inline or process), and the ready tasks of that kind the queue hands out before it
+/// (higher priority, or the same and made ready earlier).
 #[derive(FromRow)]
 struct QueuePosition {
     workers: i64,
@@ -250,24 +256,30 @@ struct QueuePosition {
 async fn queue_position(store: &Store, task: &TaskView) -> Result<QueuePosition, StoreError> {
     sqlx::query_as(
         "WITH online AS (
-             SELECT id, concurrency FROM workers WHERE status = 'online' AND $1 = ANY (groups)
+             SELECT id, CASE WHEN $3 AND inline_concurrency > 0 THEN inline_concurrency
+                             ELSE concurrency END AS slots
+             FROM workers WHERE status = 'online' AND $1 = ANY (groups)
          ), me AS (
              SELECT priority, coalesce(ready_at, created_at) AS at FROM tasks WHERE id = $2
          )
          SELECT (SELECT count(*) FROM online) AS workers,
-                (SELECT coalesce(sum(concurrency), 0) FROM online)::bigint AS slots,
-                greatest(0, (SELECT coalesce(sum(concurrency), 0) FROM online)
+                (SELECT coalesce(sum(slots), 0) FROM online)::bigint AS slots,
+                greatest(0, (SELECT coalesce(sum(slots), 0) FROM online)
                             - (SELECT count(*) FROM tasks
-                               WHERE status = 'running' AND worker_id IN (SELECT id FROM online))
+                               WHERE status = 'running' AND worker_id IN (SELECT id FROM online)
+                                 AND (kind = ANY ($4)) = $3)
                 )::bigint AS free_slots,
                 (SELECT count(*) FROM tasks t, me
                  WHERE t.status = 'ready' AND t.worker_group = $1 AND t.id <> $2
+                   AND (t.kind = ANY ($4)) = $3
                    AND (t.priority > me.priority
                         OR (t.priority = me.priority
                             AND coalesce(t.ready_at, t.created_at) < me.at))) AS ahead",
     )
     .bind(&task.group)
     .bind(task.id)
+    .bind(crate::model::kinds::runs_inline(&task.kind))
+    .bind(&crate::model::kinds::INLINE_KINDS[..])
     .fetch_one(store.pool())
     .await
     .context("reading the task's place in its queue")

@@ -70,8 +70,11 @@ pub struct WorkerView {
     pub groups: Vec<String>,
     /// The executor kinds it has.
     pub kinds: Vec<String>,
-    /// How many tasks it runs at once.
+    /// How many tasks that run as processes (shell, command templates) it runs at once.
     pub concurrency: i32,
+    /// How many noop and http tasks it runs at once, inside itself (0: a worker of a version
+    /// that ran them in its process slots).
+    pub inline_concurrency: i32,
     /// online, draining, disconnected or offline.
     pub status: String,
     /// When it started.
@@ -98,8 +101,10 @@ pub struct NewWorker<'a> {
     pub groups: &'a [String],
     /// Executor kinds.
     pub kinds: &'a [String],
-    /// Concurrency.
+    /// Process slots.
     pub concurrency: u16,
+    /// Inline slots.
+    pub inline_concurrency: u16,
 }
 
 /// Registers a worker as online (and its groups in `worker_groups`), with a first lease of
@@ -110,9 +115,10 @@ pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreE
         WITH groups AS (
             INSERT INTO worker_groups (name) SELECT unnest($5::text[]) ON CONFLICT DO NOTHING
         )
-        INSERT INTO workers (id, name, host, pid, groups, kinds, concurrency, status, version,
-                             lease_expires_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, 'online', $8, now() + make_interval(secs => $9))
+        INSERT INTO workers (id, name, host, pid, groups, kinds, concurrency, inline_concurrency,
+                             status, version, lease_expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $10, 'online', $8,
+                now() + make_interval(secs => $9))
         "#,
     )
     .bind(worker.identity.id)
@@ -124,6 +130,7 @@ pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreE
     .bind(i32::from(worker.concurrency))
     .bind(env!("CARGO_PKG_VERSION"))
     .bind(LEASE.as_secs_f64())
+    .bind(i32::from(worker.inline_concurrency))
     .execute(store.pool())
     .await
     .context("registering the worker")?;
@@ -305,6 +312,7 @@ struct WorkerRow {
     groups: Vec<String>,
     kinds: Vec<String>,
     concurrency: i32,
+    inline_concurrency: i32,
     status: String,
     started_at: jiff_sqlx::Timestamp,
     last_heartbeat: jiff_sqlx::Timestamp,
@@ -316,7 +324,7 @@ struct WorkerRow {
 pub async fn list(store: &Store) -> Result<Vec<WorkerView>, StoreError> {
     let rows: Vec<WorkerRow> = sqlx::query_as(
         r#"
-        SELECT id, name, host, pid, groups, kinds, concurrency,
+        SELECT id, name, host, pid, groups, kinds, concurrency, inline_concurrency,
                CASE WHEN status IN ('online', 'draining')
                          AND last_heartbeat < now() - make_interval(secs => $1 / 1000.0)
                     THEN 'disconnected' ELSE status END AS status,
@@ -342,6 +350,7 @@ pub async fn list(store: &Store) -> Result<Vec<WorkerView>, StoreError> {
             groups: r.groups,
             kinds: r.kinds,
             concurrency: r.concurrency,
+            inline_concurrency: r.inline_concurrency,
             status: r.status,
             started_at: r.started_at.to_jiff(),
             last_heartbeat: r.last_heartbeat.to_jiff(),

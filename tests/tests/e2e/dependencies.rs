@@ -705,6 +705,8 @@ async fn a_jobs_failed_runs_in_a_range_rerun_and_kill_in_one_step() -> Result<()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<()> {
     let mut env = TestEnv::new().await?;
+    // Few inline slots, so that filling them takes few tasks.
+    env.settings.worker.inline_concurrency = 3;
     env.start(Services {
         api: true,
         scheduler: true,
@@ -786,8 +788,8 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
         "{said}"
     );
 
-    // Every slot of the group busy: a queued task counts the tasks ahead of it.
-    let slots = usize::from(env.settings.worker.concurrency);
+    // Every inline slot of the group busy: a queued noop task counts the tasks ahead of it.
+    let slots = usize::from(env.settings.worker.inline_concurrency);
     let spec = r#"{"sleep_ms":60000}"#;
     let mut busy = Vec::new();
     for _ in 0..slots {
@@ -814,8 +816,8 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
     let said = String::from_utf8(out.stdout)?;
     assert!(
         said.contains(&format!(
-            "not running: all {slots} slots of group default's 1 online worker(s) are busy; \
-             1 task(s) are queued ahead of it"
+            "not running: all {slots} inline slots of group default's 1 online worker(s) are \
+             busy; 1 task(s) are queued ahead of it"
         )),
         "{said}"
     );

@@ -375,14 +375,16 @@ async fn a_database_outage_of_30_seconds_runs_nothing_twice_and_loses_nothing() 
     for id in &long {
         env.wait_status(*id, TaskStatus::Running).await?;
     }
-    // Both slots busy: these wait in the worker (prefetch) and in the queue through the outage.
+    // Both process slots busy: these wait in the worker (prefetch) and in the queue through
+    // the outage.
     let mut short = Vec::new();
     for _ in 0..6 {
         let task = task_lifecycle::submit(
             &env.store,
             &topology,
             NewTask {
-                kind: "noop".into(),
+                kind: "shell".into(),
+                spec: serde_json::json!({ "command": "true" }),
                 ..NewTask::default()
             },
         )

@@ -42,10 +42,10 @@ async fn outbox_holds_messages_through_a_broker_outage() -> Result<()> {
     })
     .await?;
 
-    // Exactly the 50 messages, each once, wait in the group's queue.
+    // Exactly the 50 messages, each once, wait in the group's queue of inline tasks (noop).
     let conn = env.amqp().await?;
     let channel = conn.create_channel().await?;
-    let queue = topology.group_queue("default");
+    let queue = topology.inline_queue("default");
     let mut seen = Vec::new();
     while let Some(message) = channel
         .basic_get(queue.clone().into(), BasicGetOptions { no_ack: true })

@@ -52,8 +52,8 @@ async fn sigterm_drains_running_tasks_finish_and_unstarted_go_back() -> Result<(
         .await?;
     env.wait_status(long, TaskStatus::Running).await?;
     let queued = [
-        env.submit(&["--kind", "noop"]).await?,
-        env.submit(&["--kind", "noop"]).await?,
+        env.submit(&["--kind", "shell", "--script", "true"]).await?,
+        env.submit(&["--kind", "shell", "--script", "true"]).await?,
     ];
     signal(&worker, Signal::SIGTERM)?;
     let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
@@ -88,8 +88,9 @@ async fn sigterm_drains_running_tasks_finish_and_unstarted_go_back() -> Result<(
 async fn two_workers_on_one_group_share_the_load() -> Result<()> {
     let mut env = TestEnv::new().await?;
     env.start(API_AND_SCHEDULER).await?;
-    let _first = env.spawn_chime(&["worker", "--concurrency", "1"])?;
-    let _second = env.spawn_chime(&["worker", "--concurrency", "1"])?;
+    let one_slot = ["worker", "--concurrency", "1", "--inline-concurrency", "1"];
+    let _first = env.spawn_chime(&one_slot)?;
+    let _second = env.spawn_chime(&one_slot)?;
     online_workers(&env, 2).await?;
     let mut ids = Vec::new();
     for _ in 0..8 {
@@ -459,5 +460,57 @@ async fn tasks_go_to_free_slots_not_behind_busy_workers() -> Result<()> {
     })
     .await?;
     // The workers' guards end the sleeps when the workers are dropped.
+    env.cleanup().await
+}
+
+/// A worker has process slots for shell tasks and inline slots for noop and http tasks, each kind
+/// with its own queue: a noop task runs while every process slot is busy, a second shell task
+/// waits and says for which slots, and `chime workers` shows both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noop_tasks_do_not_wait_for_a_busy_process_slot() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(API_AND_SCHEDULER).await?;
+    let _worker =
+        env.spawn_chime(&["worker", "--concurrency", "1", "--inline-concurrency", "4"])?;
+    online_workers(&env, 1).await?;
+    let long = env
+        .submit(&["--kind", "shell", "--script", "sleep 120"])
+        .await?;
+    env.wait_status(long, TaskStatus::Running).await?;
+    let waiting = env.submit(&["--kind", "shell", "--script", "true"]).await?;
+    for _ in 0..6 {
+        let noop = env.submit(&["--kind", "noop"]).await?;
+        assert_eq!(env.wait_terminal(noop).await?.status, TaskStatus::Succeeded);
+    }
+    assert_eq!(env.task(waiting).await?.status, TaskStatus::Ready);
+    let out = env.chime(&["task", "show", &waiting.to_string()]).await?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("all 1 process slots of group default's 1 online worker(s) are busy"),
+        "{said}"
+    );
+    let out = env.chime(&["workers"]).await?;
+    let said = String::from_utf8(out.stdout)?;
+    assert!(
+        said.contains("PROCESS SLOTS") && said.contains("INLINE SLOTS"),
+        "{said}"
+    );
+    let row = said.lines().nth(1).unwrap_or_default();
+    assert!(
+        row.split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .any(|w| w == ["1", "4"]),
+        "{said}"
+    );
+    env.chime_ok(&["task", "kill", &long.to_string()]).await?;
+    assert_eq!(
+        env.wait_terminal(waiting).await?.status,
+        TaskStatus::Succeeded
+    );
     env.cleanup().await
 }

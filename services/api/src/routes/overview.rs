@@ -73,12 +73,7 @@ pub async fn overview(State(state): State<AppState>) -> Result<Json<Overview>, A
             .map(|(status, _, n)| (status.clone(), *n))
             .collect();
         let workers_online = snapshot.workers_online_in(group);
-        let stats = state
-            .broker
-            .queue_stats(&state.broker.topology().group_queue(group))
-            .await
-            .ok()
-            .flatten();
+        let stats = state.broker.group_stats(group).await.ok().flatten();
         groups.push(GroupLoad {
             worker_group: group.clone(),
             live,

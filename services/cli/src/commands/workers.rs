@@ -75,6 +75,7 @@ pub async fn list(client: &ApiClient, json: bool) -> Result<()> {
                 w.groups.join(","),
                 w.kinds.join(","),
                 w.concurrency.to_string(),
+                w.inline_concurrency.to_string(),
                 time(Some(w.last_heartbeat)),
             ]
         })
@@ -85,7 +86,8 @@ pub async fn list(client: &ApiClient, json: bool) -> Result<()> {
             "STATUS",
             "GROUPS",
             "KINDS",
-            "CONCURRENCY",
+            "PROCESS SLOTS",
+            "INLINE SLOTS",
             "LAST HEARTBEAT",
         ],
         &rows,
