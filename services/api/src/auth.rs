@@ -11,6 +11,10 @@
 //! but only a request that names a loopback `Host` is served (DNS rebinding), and a state change
 //! must come from the same origin (`Origin`, `Sec-Fetch-Site`), so a web page the operator visits
 //! cannot drive the API.
+//!
+//! Whether any token exists is read at most once a second ([`TokenCheck`]), not on every
+//! request: a token created or revoked through this API instance counts at once; one created
+//! through another instance, within a second (as a worker's AMQP door, within five).
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -21,6 +25,58 @@ use chime_core::store::{audit, tokens};
 
 use crate::error::ApiError;
 use crate::state::AppState;
+
+/// How long "does any live token exist?" is believed.
+const TOKEN_CHECK_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether any live token exists, as last read from the store (at most [`TOKEN_CHECK_TTL`] ago).
+#[derive(Debug, Default)]
+pub struct TokenCheck(std::sync::Mutex<LastAnswer>);
+
+/// The last answer, and how many times it was forgotten (a read that began before a `forget`
+/// must not be kept after it).
+#[derive(Debug, Default)]
+struct LastAnswer {
+    answer: Option<(std::time::Instant, bool)>,
+    forgotten: u64,
+}
+
+impl TokenCheck {
+    /// Whether any live token exists: the last answer if it is fresh, else the store's.
+    pub async fn any_live(
+        &self,
+        store: &chime_core::store::Store,
+    ) -> Result<bool, chime_core::store::StoreError> {
+        let forgotten = {
+            let last = self.last();
+            match last.answer {
+                Some((at, any)) if at.elapsed() < TOKEN_CHECK_TTL => return Ok(any),
+                _ => last.forgotten,
+            }
+        };
+        let asked = std::time::Instant::now();
+        let any = tokens::any_live(store).await?;
+        let mut last = self.last();
+        if last.forgotten == forgotten {
+            last.answer = Some((asked, any));
+        }
+        Ok(any)
+    }
+
+    /// Drops the last answer: this instance created or revoked a token.
+    pub fn forget(&self) {
+        let mut last = self.last();
+        last.answer = None;
+        last.forgotten += 1;
+    }
+
+    /// The last answer; a panic elsewhere while it was held leaves a cache, still usable.
+    fn last(&self) -> std::sync::MutexGuard<'_, LastAnswer> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// The caller of a request, put in its extensions by [`authorize`].
 #[derive(Debug, Clone)]
@@ -216,7 +272,7 @@ pub async fn authorize(
             let auth_on = if state.auth_required {
                 true
             } else {
-                match tokens::any_live(&state.store).await {
+                match state.token_check.any_live(&state.store).await {
                     Ok(any) => any,
                     Err(error) => return ApiError::from(error).into_response(),
                 }

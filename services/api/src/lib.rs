@@ -215,6 +215,7 @@ pub fn state(node: &Node, listener: &TcpListener) -> AppState {
         loopback,
         metrics_public: node.settings.metrics_public,
         metrics: chime_core::telemetry::metrics_handle(),
+        token_check: Default::default(),
         submissions: submissions::Submissions::start(
             node.store.clone(),
             node.broker.topology().clone(),

@@ -21,6 +21,8 @@ pub struct AppState {
     pub metrics_public: bool,
     /// The process's Prometheus recorder.
     pub metrics: Option<PrometheusHandle>,
+    /// Whether any token exists, read at most once a second.
+    pub token_check: std::sync::Arc<crate::auth::TokenCheck>,
     /// Single submissions waiting to share a commit.
     pub submissions: crate::submissions::Submissions,
     /// Live task changes for the dashboard.

@@ -121,58 +121,54 @@ async fn commit(
         .iter()
         .map(|(task, group)| (*task, group.as_str()))
         .collect();
-    let submitted = match task_lifecycle::submit_routed(store, topology, &rows).await {
-        Ok(submitted) => submitted,
-        Err(error) if error.is_refused_data() && rows.len() > 1 => {
-            // One request carries what PostgreSQL refuses: each goes alone, so only it fails.
-            for (row, answer) in rows.into_iter().zip(waiting) {
-                let single = task_lifecycle::submit_routed(store, topology, &[row]).await;
-                let answered = match single {
-                    Ok(mut one) => match one.pop() {
-                        Some(s) => tasks::get(store, s.id)
-                            .await
-                            .map(|view| (s.created, view))
-                            .map_err(ApiError::from),
-                        None => Err(stopped()),
-                    },
-                    Err(error) => Err(refused(error)),
-                };
-                let _ = answer.send(answered);
+    let (submitted, mut views) =
+        match task_lifecycle::submit_routed_shown(store, topology, &rows).await {
+            Ok(shown) => shown,
+            Err(error) if error.is_refused_data() && rows.len() > 1 => {
+                // One request carries what PostgreSQL refuses: each goes alone, so only it fails.
+                for (row, answer) in rows.into_iter().zip(waiting) {
+                    let single = task_lifecycle::submit_routed_shown(store, topology, &[row]).await;
+                    let answered = match single {
+                        Ok((one, mut views)) => match one.first() {
+                            Some(s) => shown(store, *s, &mut views).await,
+                            None => Err(stopped()),
+                        },
+                        Err(error) => Err(refused(error)),
+                    };
+                    let _ = answer.send(answered);
+                }
+                return;
             }
-            return;
-        }
-        Err(error) if error.is_refused_data() => {
-            for answer in waiting {
-                let _ = answer.send(Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    error.to_string(),
-                )));
+            Err(error) if error.is_refused_data() => {
+                for answer in waiting {
+                    let _ = answer.send(Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        error.to_string(),
+                    )));
+                }
+                return;
             }
-            return;
-        }
-        Err(error) => return fail_all(waiting, &error),
-    };
-    metrics::counter!("chime_api_tasks_submitted_total").increment(submitted.len() as u64);
-    let created: Vec<uuid::Uuid> = submitted
-        .iter()
-        .filter(|s| s.created)
-        .map(|s| s.id)
-        .collect();
-    let mut views: HashMap<uuid::Uuid, TaskView> = match tasks::get_created(store, &created).await {
-        Ok(views) => views.into_iter().map(|v| (v.id, v)).collect(),
-        Err(error) => return fail_all(waiting, &error),
-    };
-    for (submission, answer) in submitted.into_iter().zip(waiting) {
-        let view = match views.remove(&submission.id) {
-            Some(view) => Ok(view),
-            // It existed (or came twice in this batch): shown as it is now.
-            None => tasks::get(store, submission.id).await,
+            Err(error) => return fail_all(waiting, &error),
         };
-        let _ = answer.send(
-            view.map(|view| (submission.created, view))
-                .map_err(ApiError::from),
-        );
+    metrics::counter!("chime_api_tasks_submitted_total").increment(submitted.len() as u64);
+    for (submission, answer) in submitted.into_iter().zip(waiting) {
+        let _ = answer.send(shown(store, submission, &mut views).await);
     }
+}
+
+/// The answer for one submission: the task as its insert wrote it, or, when it existed already
+/// (or came twice in the batch), as it is now.
+async fn shown(
+    store: &Store,
+    submission: task_lifecycle::Submitted,
+    views: &mut HashMap<uuid::Uuid, TaskView>,
+) -> Answer {
+    let view = match views.remove(&submission.id) {
+        Some(view) if submission.created => Ok(view),
+        _ => tasks::get(store, submission.id).await,
+    };
+    view.map(|view| (submission.created, view))
+        .map_err(ApiError::from)
 }
 
 /// The answer to a request the store could not write: 422 if PostgreSQL refused what it

@@ -8,8 +8,9 @@
 //! is declared dead for [`workers::RESTART_GRACE`]; a scheduler that has just started needs no
 //! grace of its own.
 //!
-//! Two backstops publish task messages again, for ready tasks no worker started, in groups whose
-//! queue holds no message (`task_lifecycle::republish_stale_ready`). Tasks that recovery made
+//! Two backstops publish task messages again, for ready tasks no worker started, in task queues
+//! (a group's process or inline queue) that hold no message
+//! (`task_lifecycle::republish_stale_ready`). Tasks that recovery made
 //! ready get theirs again every [`RECOVERED_REPUBLISH_AFTER`]: their message may sit
 //! unacknowledged in the consumer of the frozen worker they were taken from, which the broker
 //! believes alive until its connection times out. Every other ready task gets its message again
@@ -125,26 +126,31 @@ async fn recover(store: &Store, broker: &Broker) -> Result<usize, StoreError> {
     Ok(recovered)
 }
 
-/// Re-publishes stale ready tasks of the groups whose queues hold no message (a queue with
-/// messages may still hold theirs: a backlog must not be doubled).
+/// Re-publishes stale ready tasks of the task queues that hold no message (a queue with messages
+/// may still hold theirs: a backlog must not be doubled).
 async fn republish(
     store: &Store,
     broker: &Broker,
     older_than: Duration,
     only_recovered: bool,
 ) -> Result<usize, StoreError> {
-    let groups = task_lifecycle::groups_with_stale_ready(store, older_than, only_recovered).await?;
-    if groups.is_empty() {
+    let queues = task_lifecycle::queues_with_stale_ready(store, older_than, only_recovered).await?;
+    if queues.is_empty() {
         return Ok(0);
     }
     let mut empty = Vec::new();
-    for group in groups {
-        match broker.group_stats(&group).await {
-            Ok(Some((0, _))) => empty.push(group),
+    for stale in queues {
+        let queue = if stale.inline {
+            broker.topology().inline_queue(&stale.group)
+        } else {
+            broker.topology().group_queue(&stale.group)
+        };
+        match broker.queue_depth(&queue).await {
+            Ok(Some(0)) => empty.push(stale),
             Ok(Some(_)) => {}
             // No queue at all: whatever was in it is gone; the relay declares it again.
-            Ok(None) => empty.push(group),
-            Err(error) => warn!(%error, %group, "cannot read the group's queue depth"),
+            Ok(None) => empty.push(stale),
+            Err(error) => warn!(%error, %queue, "cannot read the queue's depth"),
         }
     }
     if empty.is_empty() {

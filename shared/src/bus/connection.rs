@@ -168,14 +168,17 @@ impl Broker {
     }
 
     /// `(messages ready, consumers)` of a worker group's two task queues together: their
-    /// messages summed, and the consumers of the one with more (every worker consumes both);
-    /// `Ok(None)` when neither exists.
+    /// messages summed, and the consumers of the one with fewer (a worker consumes both, so a
+    /// queue nobody consumes, as the inline one while only workers of an earlier version run,
+    /// shows as none); `Ok(None)` when neither exists.
     pub async fn group_stats(&self, group: &str) -> Result<Option<(u32, u32)>, super::BusError> {
         let mut total: Option<(u32, u32)> = None;
         for queue in self.topology.task_queues(group) {
             if let Some((messages, consumers)) = self.queue_stats(&queue).await? {
-                let (m, c) = total.unwrap_or((0, 0));
-                total = Some((m.saturating_add(messages), c.max(consumers)));
+                total = Some(match total {
+                    None => (messages, consumers),
+                    Some((m, c)) => (m.saturating_add(messages), c.min(consumers)),
+                });
             }
         }
         Ok(total)

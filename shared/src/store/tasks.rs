@@ -15,7 +15,7 @@ use crate::model::{
 pub const MAX_LIST_LIMIT: i64 = 1000;
 
 #[derive(FromRow)]
-struct TaskRow {
+pub(crate) struct TaskRow {
     id: Uuid,
     status: String,
     attempt: i32,
@@ -84,7 +84,7 @@ fn job_ref(
 }
 
 impl TaskRow {
-    fn into_view(self, attempts: Vec<AttemptView>) -> Result<TaskView, StoreError> {
+    pub(crate) fn into_view(self, attempts: Vec<AttemptView>) -> Result<TaskView, StoreError> {
         let status = decode_status(&self.status)?;
         let job = job_ref(self.job_id, self.job_group, self.job_name, self.job_zone);
         Ok(TaskView {
@@ -176,20 +176,6 @@ pub async fn get(store: &Store, id: Uuid) -> Result<TaskView, StoreError> {
     Ok(view)
 }
 
-/// Tasks just created, as [`get`] shows them but without attempts (they have none yet) or why
-/// they wait: one query for a batch, to answer the submissions that made them. A task not found
-/// is left out.
-pub async fn get_created(store: &Store, ids: &[Uuid]) -> Result<Vec<TaskView>, StoreError> {
-    let rows: Vec<TaskRow> = sqlx::query_as(select_tasks!("WHERE t.id = ANY($1)"))
-        .bind(ids)
-        .fetch_all(store.pool())
-        .await
-        .context("reading the tasks")?;
-    rows.into_iter()
-        .map(|row| row.into_view(Vec::new()))
-        .collect()
-}
-
 /// Why a task that has not ended is not running: a `ready` task with no worker online in its
 /// group, or with every slot of its group's workers busy and tasks queued ahead of it; a
 /// `retrying` task's next attempt; a `waiting` one with no dependency service alive to advance
@@ -256,9 +242,10 @@ struct QueuePosition {
 async fn queue_position(store: &Store, task: &TaskView) -> Result<QueuePosition, StoreError> {
     sqlx::query_as(
         "WITH online AS (
-             SELECT id, CASE WHEN $3 AND inline_concurrency > 0 THEN inline_concurrency
-                             ELSE concurrency END AS slots
+             SELECT id, CASE WHEN $3 THEN inline_concurrency ELSE concurrency END AS slots
              FROM workers WHERE status = 'online' AND $1 = ANY (groups)
+               -- A worker of an earlier version (no inline slots) never takes an inline task.
+               AND (NOT $3 OR inline_concurrency > 0)
          ), me AS (
              SELECT priority, coalesce(ready_at, created_at) AS at FROM tasks WHERE id = $2
          )

@@ -1,4 +1,5 @@
-//! Worker groups: each is a queue (`<prefix>.group.<name>`) that workers consume. A group is
+//! Worker groups: each is a pair of queues (`<prefix>.group.<name>` for tasks that run as
+//! processes, `<prefix>.inline.<name>` for noop and http tasks) that workers consume. A group is
 //! declared before anything is sent to it (`chime group create`), so a typo in a submission, a
 //! job or a route is refused instead of making a queue nobody reads. A worker started for a group
 //! declares it (an operator who starts a worker for `etl` means `etl` to exist).

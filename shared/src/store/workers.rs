@@ -74,6 +74,7 @@ pub struct WorkerView {
     pub concurrency: i32,
     /// How many noop and http tasks it runs at once, inside itself (0: a worker of a version
     /// that ran them in its process slots).
+    #[serde(default)]
     pub inline_concurrency: i32,
     /// online, draining, disconnected or offline.
     pub status: String,

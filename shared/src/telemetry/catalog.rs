@@ -92,11 +92,11 @@ pub fn describe() {
     );
     describe_gauge!(
         "chime_queue_depth",
-        "Messages ready in a worker group's queue, as the broker reports them."
+        "Messages ready in a worker group's two task queues (process and inline), as the broker reports them."
     );
     describe_gauge!(
         "chime_queue_consumers",
-        "Consumers on a worker group's queue, as the broker reports them."
+        "Consumers on a worker group's task queues (of the one with fewer), as the broker reports them."
     );
     describe_gauge!(
         "chime_outbox_backlog",

@@ -71,8 +71,9 @@ pub async fn create_token(
         &token.execute_users,
         &caller.0.name,
     )
-    .await?;
-    Ok((StatusCode::CREATED, Json(created)))
+    .await;
+    state.token_check.forget();
+    Ok((StatusCode::CREATED, Json(created?)))
 }
 
 /// Lists the live tokens (never their secrets).
@@ -90,7 +91,9 @@ pub async fn revoke_token(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    tokens::revoke(&state.store, &name).await?;
+    let revoked = tokens::revoke(&state.store, &name).await;
+    state.token_check.forget();
+    revoked?;
     Ok(StatusCode::NO_CONTENT)
 }
 

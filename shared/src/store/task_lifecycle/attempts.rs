@@ -300,6 +300,18 @@ pub async fn finish_attempts(
     let exit_codes: Vec<Option<i32>> = results.iter().map(|r| r.exit_code).collect();
     let errors: Vec<Option<&str>> = results.iter().map(|r| r.error.as_deref()).collect();
     let results: Vec<Json<&TaskResult>> = results.iter().map(Json).collect();
+    // As for starts: one generic plan per connection that reads the batch's tasks by primary key.
+    // Left to choose, PostgreSQL walked the running tasks' index, or every live task's when a
+    // backlog of ready ones stood behind small batches (0.6 ms a statement in a run of single
+    // `POST /api/v1/tasks` requests, against 0.1 ms by key).
+    let mut tx = store
+        .pool()
+        .begin_with(
+            "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
+             SET LOCAL enable_seqscan = off",
+        )
+        .await
+        .context("finishing attempts")?;
     let moved: Vec<(Uuid, i32, String)> = sqlx::query_as(
         r#"
         WITH ends AS (
@@ -339,8 +351,9 @@ pub async fn finish_attempts(
                               THEN 'killed' ELSE e.reason END,
                 result = e.result
             FROM ends e
+            -- the status as a parameter, so that the plan cannot use a status index
             WHERE t.id = ANY($1) AND t.id = e.id AND t.attempt = e.attempt
-              AND t.status = 'running' AND t.worker_id = $9
+              AND t.status = $12 AND t.worker_id = $9
             RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time, e.outcome,
                       t.reason, e.exit_code, e.error, e.result, now() AS at, t.started_at
         ), attempt AS (
@@ -385,9 +398,11 @@ pub async fn finish_attempts(
     .bind(worker.id)
     .bind(topology.events_exchange())
     .bind(&worker.name)
-    .fetch_all(store.pool())
+    .bind(TaskStatus::Running.as_str())
+    .fetch_all(&mut *tx)
     .await
     .context("finishing attempts")?;
+    tx.commit().await.context("committing finished attempts")?;
     store.outbox_written();
     moved
         .into_iter()

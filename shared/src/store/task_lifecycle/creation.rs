@@ -1,13 +1,16 @@
 //! How tasks come to be: ad-hoc submissions (one or a batch), trigger fires and `job run`,
 //! each with its task message or its `waiting` event in the outbox.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::json;
 use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::Submitted;
 use crate::bus::Topology;
-use crate::model::{MESSAGE_VERSION, NewTask, TaskMessage};
+use crate::model::{MESSAGE_VERSION, NewTask, TaskMessage, TaskView};
+use crate::store::tasks::TaskRow;
 use crate::store::{Context, Store, StoreError, kind_routes};
 
 /// Creates a `ready` ad-hoc task and its task message, in one statement.
@@ -85,6 +88,64 @@ enum Refusal {
     Group(String),
 }
 
+/// The statement that inserts routed ad-hoc tasks and their batched outbox row, returning
+/// `$returning` from the inserted rows and answering with `$select` over them (`task`).
+macro_rules! insert_submissions {
+    ($returning:literal, $select:literal) => {
+        concat!(
+            r#"
+        WITH new AS (
+            -- a client-chosen id given twice in one batch makes one task and one message
+            -- (the first of them: the one told it made the task)
+            SELECT DISTINCT ON (id) * FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[],
+                                 $6::int[], $7::bigint[], $8::int[], $9::bigint[], $10::jsonb[],
+                                 $11::bigint[], $12::bool[], $13::timestamptz[], $14::jsonb[],
+                                 $15::text[], $16::text[], $17::jsonb[], $19::text[])
+                WITH ORDINALITY
+                AS n(id, kind, spec, worker_group, priority, reject_retries, reject_interval_ms,
+                     failed_retries, failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                     data_time, data, submit_user, execute_user, body, name, ord)
+            ORDER BY id, ord
+        ), task AS (
+            INSERT INTO tasks (id, kind, spec, worker_group, priority, status, attempt,
+                               reject_retries, reject_interval_ms, failed_retries,
+                               failed_interval_ms, backoff, timeout_ms, requests_recovery,
+                               data_time, data, submit_user, execute_user, ready_at, name)
+            SELECT id, kind, spec, worker_group, priority, 'ready', 1, reject_retries,
+                   reject_interval_ms, failed_retries, failed_interval_ms, backoff, timeout_ms,
+                   requests_recovery, data_time, data, submit_user, execute_user, now(), name
+            FROM new
+            ON CONFLICT (id) DO NOTHING
+            RETURNING "#,
+            $returning,
+            r#"
+        ), message AS (
+            -- every task message of the batch in one (batched) outbox row
+            INSERT INTO outbox (exchange, routing_key, body, batched)
+            SELECT $18, '', jsonb_agg(jsonb_build_object('k', new.worker_group, 'b', new.body)),
+                   true
+            FROM new JOIN task USING (id)
+            HAVING count(*) > 0
+        )
+"#,
+            $select
+        )
+    };
+}
+
+/// Inserts and returns the ids of the tasks made.
+const INSERT_SUBMISSIONS: &str = insert_submissions!("id", "SELECT id FROM task");
+
+/// Inserts and returns the tasks made, as a task view reads them (an ad-hoc task has no job).
+const INSERT_SUBMISSIONS_SHOWN: &str = insert_submissions!(
+    "*",
+    "SELECT id, status, attempt, job_id, NULL::text AS job_group, NULL::text AS job_name,
+            NULL::text AS job_zone, kind, worker_group, spec, data, data_time, priority,
+            timeout_ms, reason, created_at, started_at, finished_at, next_attempt_at, result,
+            backfill_id, name
+     FROM task"
+);
+
 /// `(nothing) → ready` for ad-hoc tasks already routed to their worker groups
 /// ([`route_submissions`]): every task and its task message in one statement (one commit).
 /// Returns one [`Submitted`] per task, in order; tasks whose client-chosen id exists already (or
@@ -94,6 +155,54 @@ pub async fn submit_routed(
     topology: &Topology,
     tasks: &[(&NewTask, &str)],
 ) -> Result<Vec<Submitted>, StoreError> {
+    let (ids, made) = insert_routed::<(Uuid,)>(store, topology, tasks, INSERT_SUBMISSIONS).await?;
+    // A task made by this statement counts as made by the first submission that gave its id.
+    let mut made: HashSet<Uuid> = made.into_iter().map(|(id,)| id).collect();
+    Ok(ids
+        .into_iter()
+        .map(|id| Submitted {
+            id,
+            created: made.remove(&id),
+        })
+        .collect())
+}
+
+/// [`submit_routed`], also returning each task it made as a view of the row it wrote (what
+/// `POST /api/v1/tasks` answers with), without reading the rows again.
+pub async fn submit_routed_shown(
+    store: &Store,
+    topology: &Topology,
+    tasks: &[(&NewTask, &str)],
+) -> Result<(Vec<Submitted>, HashMap<Uuid, TaskView>), StoreError> {
+    let (ids, made) =
+        insert_routed::<TaskRow>(store, topology, tasks, INSERT_SUBMISSIONS_SHOWN).await?;
+    let mut views = HashMap::with_capacity(made.len());
+    for row in made {
+        let view = row.into_view(Vec::new())?;
+        views.insert(view.id, view);
+    }
+    let mut first = HashSet::with_capacity(views.len());
+    let submitted = ids
+        .into_iter()
+        .map(|id| Submitted {
+            id,
+            created: views.contains_key(&id) && first.insert(id),
+        })
+        .collect();
+    Ok((submitted, views))
+}
+
+/// Runs an [`insert_submissions`] statement for `tasks`: the ids given to them, in order, and
+/// the rows the statement answered with.
+async fn insert_routed<R>(
+    store: &Store,
+    topology: &Topology,
+    tasks: &[(&NewTask, &str)],
+    statement: &'static str,
+) -> Result<(Vec<Uuid>, Vec<R>), StoreError>
+where
+    R: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+{
     let mut messages = Vec::with_capacity(tasks.len());
     let mut settings = Vec::with_capacity(tasks.len());
     for &(task, group) in tasks {
@@ -125,7 +234,7 @@ pub async fn submit_routed(
         ));
     }
     if messages.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let ids: Vec<Uuid> = messages.iter().map(|m| m.task_id).collect();
     let kinds: Vec<&str> = messages.iter().map(|m| m.kind.as_str()).collect();
@@ -148,74 +257,31 @@ pub async fn submit_routed(
     let recovery: Vec<bool> = settings.iter().map(|s| s.6).collect();
     let submitters: Vec<Option<&str>> = settings.iter().map(|s| s.7.as_deref()).collect();
     let names: Vec<Option<&str>> = settings.iter().map(|s| s.8.as_deref()).collect();
-    let inserted: Vec<Uuid> = sqlx::query_scalar(
-        r#"
-        WITH new AS (
-            -- a client-chosen id given twice in one batch makes one task and one message
-            -- (the first of them: the one told it made the task)
-            SELECT DISTINCT ON (id) * FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[],
-                                 $6::int[], $7::bigint[], $8::int[], $9::bigint[], $10::jsonb[],
-                                 $11::bigint[], $12::bool[], $13::timestamptz[], $14::jsonb[],
-                                 $15::text[], $16::text[], $17::jsonb[], $19::text[])
-                WITH ORDINALITY
-                AS n(id, kind, spec, worker_group, priority, reject_retries, reject_interval_ms,
-                     failed_retries, failed_interval_ms, backoff, timeout_ms, requests_recovery,
-                     data_time, data, submit_user, execute_user, body, name, ord)
-            ORDER BY id, ord
-        ), task AS (
-            INSERT INTO tasks (id, kind, spec, worker_group, priority, status, attempt,
-                               reject_retries, reject_interval_ms, failed_retries,
-                               failed_interval_ms, backoff, timeout_ms, requests_recovery,
-                               data_time, data, submit_user, execute_user, ready_at, name)
-            SELECT id, kind, spec, worker_group, priority, 'ready', 1, reject_retries,
-                   reject_interval_ms, failed_retries, failed_interval_ms, backoff, timeout_ms,
-                   requests_recovery, data_time, data, submit_user, execute_user, now(), name
-            FROM new
-            ON CONFLICT (id) DO NOTHING
-            RETURNING id
-        ), message AS (
-            -- every task message of the batch in one (batched) outbox row
-            INSERT INTO outbox (exchange, routing_key, body, batched)
-            SELECT $18, '', jsonb_agg(jsonb_build_object('k', new.worker_group, 'b', new.body)),
-                   true
-            FROM new JOIN task USING (id)
-            HAVING count(*) > 0
-        )
-        SELECT id FROM task
-        "#,
-    )
-    .bind(&ids)
-    .bind(&kinds)
-    .bind(&specs)
-    .bind(&groups)
-    .bind(&priorities)
-    .bind(&reject_retries)
-    .bind(&reject_intervals)
-    .bind(&failed_retries)
-    .bind(&failed_intervals)
-    .bind(&backoffs)
-    .bind(&timeouts)
-    .bind(&recovery)
-    .bind(&data_times)
-    .bind(&data)
-    .bind(&submitters)
-    .bind(&users)
-    .bind(&bodies)
-    .bind(topology.tasks_exchange())
-    .bind(&names)
-    .fetch_all(store.pool())
-    .await
-    .context("inserting the tasks")?;
+    let made: Vec<R> = sqlx::query_as(statement)
+        .bind(&ids)
+        .bind(&kinds)
+        .bind(&specs)
+        .bind(&groups)
+        .bind(&priorities)
+        .bind(&reject_retries)
+        .bind(&reject_intervals)
+        .bind(&failed_retries)
+        .bind(&failed_intervals)
+        .bind(&backoffs)
+        .bind(&timeouts)
+        .bind(&recovery)
+        .bind(&data_times)
+        .bind(&data)
+        .bind(&submitters)
+        .bind(&users)
+        .bind(&bodies)
+        .bind(topology.tasks_exchange())
+        .bind(&names)
+        .fetch_all(store.pool())
+        .await
+        .context("inserting the tasks")?;
     store.outbox_written();
-    // A task made by this statement counts as made by the first submission that gave its id.
-    let mut inserted: std::collections::HashSet<Uuid> = inserted.into_iter().collect();
-    Ok(ids
-        .into_iter()
-        .map(|id| Submitted {
-            id,
-            created: inserted.remove(&id),
-        })
-        .collect())
+    Ok((ids, made))
 }
 
 /// One fire of a trigger, as the scheduler records it.

@@ -95,7 +95,7 @@ pub use attempts::{
 };
 pub use creation::{
     TriggerFire, record_trigger_fires, route_submissions, run_job_now, submit, submit_many,
-    submit_routed,
+    submit_routed, submit_routed_shown,
 };
 pub use downstream::{
     Advanced, DependencyOutcome, advance_dependent, create_backfill, kill_backfill,
@@ -105,8 +105,8 @@ pub use operator::{
     BulkOutcome, JobTasks, KillOutcome, MayRunAs, kill, kill_job_tasks, rerun, rerun_job_tasks,
 };
 pub use recovery::{
-    LostScope, Release, groups_with_stale_ready, recover_lost_attempts, release_attempts,
-    republish_stale_ready,
+    LostScope, Release, StaleQueue, queues_with_stale_ready, recover_lost_attempts,
+    release_attempts, republish_stale_ready,
 };
 
 use sqlx::types::Json;

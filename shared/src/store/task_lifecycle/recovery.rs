@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::{MessageParts, WorkerIdentity, commit, enqueue_task_messages};
 use crate::bus::Topology;
 use crate::model::TaskMessage;
+use crate::model::kinds::INLINE_KINDS;
 use crate::store::{Context, Store, StoreError};
 
 /// The advisory lock that lets one scheduler instance at a time recover lost attempts.
@@ -268,10 +269,10 @@ async fn close_lost_attempts(
 }
 
 /// Publishes again the message of `ready` tasks that no worker has started for `older_than`
-/// (since they became ready, or since their last re-publish), in the groups given: the database is
-/// the truth, so a task message lost on the bus (dead-lettered during an outage, or dropped with
-/// its queue) cannot strand a task. The caller names only groups whose queue holds no message, so
-/// a backlog is not doubled. A duplicate is harmless: the attempt starts once. Returns how many
+/// (since they became ready, or since their last re-publish), in the task queues given (a group,
+/// and whether its inline queue: [`StaleQueue`]): the database is the truth, so a task message
+/// lost on the bus (dead-lettered during an outage, or dropped with its queue) cannot strand a
+/// task. The caller names only queues that hold no message, so a backlog is not doubled. A duplicate is harmless: the attempt starts once. Returns how many
 /// were re-published.
 ///
 /// `only_recovered` limits it to tasks that recovery made ready (reason `lost`), which are worth
@@ -281,11 +282,13 @@ async fn close_lost_attempts(
 pub async fn republish_stale_ready(
     store: &Store,
     topology: &Topology,
-    groups: &[String],
+    queues: &[StaleQueue],
     older_than: std::time::Duration,
     only_recovered: bool,
     limit: i64,
 ) -> Result<usize, StoreError> {
+    let groups: Vec<&str> = queues.iter().map(|q| q.group.as_str()).collect();
+    let inline: Vec<bool> = queues.iter().map(|q| q.inline).collect();
     let mut tx = store.begin().await?;
     let stale: Vec<MessageParts> = sqlx::query_as(
         r#"
@@ -293,6 +296,7 @@ pub async fn republish_stale_ready(
         FROM (
             SELECT id FROM tasks
             WHERE status = 'ready' AND worker_group = ANY($1)
+              AND (worker_group, kind = ANY($6)) IN (SELECT * FROM UNNEST($1::text[], $5::bool[]))
               AND coalesce(republished_at, ready_at, created_at)
                   < now() - make_interval(secs => $2)
               AND (NOT $4 OR reason = 'lost')
@@ -305,10 +309,12 @@ pub async fn republish_stale_ready(
                   t.timeout_ms, t.execute_user
         "#,
     )
-    .bind(groups)
+    .bind(&groups)
     .bind(older_than.as_secs_f64())
     .bind(limit)
     .bind(only_recovered)
+    .bind(&inline)
+    .bind(&INLINE_KINDS[..])
     .fetch_all(&mut *tx)
     .await
     .context("finding ready tasks no worker started")?;
@@ -318,22 +324,32 @@ pub async fn republish_stale_ready(
     Ok(stale.len())
 }
 
-/// The worker groups that have `ready` tasks no worker has started for `older_than` (only those
-/// recovery made ready, with `only_recovered`).
-pub async fn groups_with_stale_ready(
+/// One task queue of a worker group: its process queue, or its inline one (noop, http).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StaleQueue {
+    /// The worker group.
+    pub group: String,
+    /// Whether it is the group's inline queue.
+    pub inline: bool,
+}
+
+/// The task queues that should hold `ready` tasks no worker has started for `older_than` (only
+/// those recovery made ready, with `only_recovered`).
+pub async fn queues_with_stale_ready(
     store: &Store,
     older_than: std::time::Duration,
     only_recovered: bool,
-) -> Result<Vec<String>, StoreError> {
-    sqlx::query_scalar(
-        "SELECT DISTINCT worker_group FROM tasks
+) -> Result<Vec<StaleQueue>, StoreError> {
+    sqlx::query_as(
+        "SELECT DISTINCT worker_group AS \"group\", kind = ANY($3) AS inline FROM tasks
          WHERE status = 'ready'
            AND coalesce(republished_at, ready_at, created_at) < now() - make_interval(secs => $1)
            AND (NOT $2 OR reason = 'lost')",
     )
     .bind(older_than.as_secs_f64())
     .bind(only_recovered)
+    .bind(&INLINE_KINDS[..])
     .fetch_all(store.pool())
     .await
-    .context("finding groups with stale ready tasks")
+    .context("finding task queues with stale ready tasks")
 }
