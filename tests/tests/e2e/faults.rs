@@ -190,6 +190,65 @@ async fn a_ready_task_whose_message_was_lost_runs() -> Result<()> {
     env.cleanup().await
 }
 
+/// Hole 4 with two queues per group: a noop task's message lost while shell tasks wait in the
+/// group's process queue is published again (each queue is judged by its own depth; judged by
+/// the group's, the backlog would hold it back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_inline_message_is_published_again_behind_a_process_backlog() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.settings.scheduler.republish_after_ms = 1000;
+    let topology = chime_core::bus::Topology::new(env.settings.prefix.clone());
+    env.start(Services {
+        api: false,
+        worker: false,
+        scheduler: true,
+        dependency: false,
+    })
+    .await?;
+    let mut shell = Vec::new();
+    for _ in 0..3 {
+        let task = task_lifecycle::submit(
+            &env.store,
+            &topology,
+            NewTask {
+                kind: "shell".into(),
+                spec: serde_json::json!({ "command": "true" }),
+                ..NewTask::default()
+            },
+        )
+        .await?;
+        shell.push(task.id);
+    }
+    let lost = insert_task(&env, None, "ready", None).await?;
+    let conn = env.amqp().await?;
+    // A channel per question: asking about a queue not declared yet closes it.
+    let depth = |queue: String| {
+        let conn = &conn;
+        async move {
+            let channel = conn.create_channel().await?;
+            chime_tests::queue_depth(&channel, &queue).await
+        }
+    };
+    eventually(
+        "the lost message in the inline queue, the backlog kept",
+        || async {
+            Ok(
+                depth(topology.inline_queue("default")).await.unwrap_or(0) == 1
+                    && depth(topology.group_queue("default")).await.unwrap_or(0) == 3,
+            )
+        },
+    )
+    .await?;
+    let _ = conn.close(200, "done".into()).await;
+    env.start(Services::WORKER).await?;
+    for id in shell.into_iter().chain([lost]) {
+        let task = env.wait_terminal(id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+        assert_eq!(task.attempt, 1, "{task:?}");
+    }
+    env.cleanup().await
+}
+
 /// Hole 4, dependencies: an upstream's event lost on the bus left its downstream `waiting` with
 /// its upstream met. The dependency service's sweep re-derives it from the rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
