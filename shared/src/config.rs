@@ -115,8 +115,9 @@ pub struct SchedulerConfig {
     pub batch: i64,
     /// How often an instance checks in; one silent for twice this long is dead.
     pub checkin_interval_ms: u64,
-    /// A `ready` task no worker has started for this long, in a group whose queue is empty, has
-    /// its message published again (it was lost on the bus).
+    /// A `ready` task no worker has started for this long, whose queue (its group's process or
+    /// inline queue, by its kind) is empty, has its message published again (it was lost on the
+    /// bus).
     pub republish_after_ms: u64,
     /// Ended tasks (with their attempts) and fired-trigger rows older than this many days are
     /// pruned, hourly, by one scheduler instance at a time; 0 keeps history for ever.

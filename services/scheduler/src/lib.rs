@@ -34,7 +34,8 @@ pub struct SchedulerSettings {
     pub checkin_interval: Duration,
     /// The longest sleep between rounds when nothing wakes the loop.
     pub poll: Duration,
-    /// A ready task not started for this long, in a group whose queue is empty, is re-published.
+    /// A ready task not started for this long, whose queue (process or inline) is empty, is
+    /// re-published.
     pub republish_after: Duration,
     /// History older than this is pruned; None keeps it for ever.
     pub retention: Option<Duration>,

@@ -84,6 +84,8 @@ pub async fn consume(
                 }
             };
             info!("consuming");
+            // For the submission queue: nothing of this channel left unacked on purpose yet.
+            let mut settled = crate::submissions::Settled(true);
             loop {
                 tokio::select! {
                     biased;
@@ -101,7 +103,7 @@ pub async fn consume(
                             let (batch, broken) = collect_batch(&worker, &mut consumer, delivery).await;
                             metrics::counter!("chime_worker_deliveries_total", "queue" => queue.clone())
                                 .increment(batch.len() as u64);
-                            crate::submissions::handle_batch(&worker, channel.clone(), &queue, batch).await;
+                            crate::submissions::handle_batch(&worker, channel.clone(), &queue, batch, &mut settled).await;
                             if broken {
                                 warn!("consumer failed; waiting for the broker");
                                 break;

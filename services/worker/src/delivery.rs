@@ -405,13 +405,29 @@ pub(crate) async fn reject_poison(
     delivery: Delivery,
     reason: &str,
 ) {
+    dead_letter_and_ack(worker, channel, queue, delivery, reason).await;
+}
+
+/// [`reject_poison`], saying whether the delivery was settled: false when it could not be
+/// dead-lettered and stays unacked.
+pub(crate) async fn dead_letter_and_ack(
+    worker: &Worker,
+    channel: &Channel,
+    queue: &str,
+    delivery: Delivery,
+    reason: &str,
+) -> bool {
     warn!(%queue, %reason, "dead-lettering a poison message");
     metrics::counter!("chime_worker_poison_total").increment(1);
     match dead_letter(channel, worker.topology(), queue, &delivery.data, reason).await {
-        Ok(()) => ack(&delivery).await,
+        Ok(()) => {
+            ack(&delivery).await;
+            true
+        }
         Err(error) => {
             // Not safely dead-lettered: leave it unacked; the queue's delivery limit ends the loop.
             warn!(%error, "dead-lettering failed");
+            false
         }
     }
 }
@@ -428,7 +444,17 @@ pub(crate) async fn requeue(delivery: &Delivery) {
 }
 
 pub(crate) async fn ack(delivery: &Delivery) {
-    match delivery.acker.ack(BasicAckOptions::default()).await {
+    ack_with(delivery, BasicAckOptions::default()).await;
+}
+
+/// Acks `delivery` and every earlier delivery of its channel not yet settled (`multiple`): one
+/// frame for a batch, where the caller knows no earlier delivery must stay unacked.
+pub(crate) async fn ack_up_to(delivery: &Delivery) {
+    ack_with(delivery, BasicAckOptions { multiple: true }).await;
+}
+
+async fn ack_with(delivery: &Delivery, options: BasicAckOptions) {
+    match delivery.acker.ack(options).await {
         Ok(true) => {}
         Ok(false) => {
             debug!("ack not sent (channel gone); the message will come again and be dropped")

@@ -259,7 +259,16 @@ impl Worker {
                 // The consumer records submissions in batches itself; one that arrives here
                 // goes as a batch of one.
                 QueueKind::Submit => {
-                    submissions::handle_batch(&worker, channel, &queue, vec![delivery]).await
+                    // Beside the consumer's own batches: acked one by one.
+                    let mut settled = submissions::Settled(false);
+                    submissions::handle_batch(
+                        &worker,
+                        channel,
+                        &queue,
+                        vec![delivery],
+                        &mut settled,
+                    )
+                    .await
                 }
                 QueueKind::Control => control::handle(&worker, delivery).await,
             }

@@ -8,7 +8,8 @@
 //!     │
 //!   each alone: its submitter's right, its kind's group ──refused──▶ dead-letter, ack
 //!     │
-//!   the rest: every task and its message in one statement (submit_routed) ──▶ ack each
+//!   the rest: every task and its message in one statement (submit_routed) ──▶ ack them (one
+//!                                                                            `multiple` ack)
 //!     │
 //!   the database is away ──▶ nothing acked; tried again until it commits (or, draining, requeued)
 //! ```
@@ -27,7 +28,7 @@ use lapin::message::Delivery;
 use tracing::{debug, warn};
 
 use crate::Worker;
-use crate::delivery::{ack, reject_poison, requeue};
+use crate::delivery::{ack, ack_up_to, dead_letter_and_ack, requeue};
 
 /// How long a stopping worker waits for a batch being recorded.
 const DRAIN_WAIT: Duration = Duration::from_secs(10);
@@ -39,9 +40,22 @@ struct Submission {
     user_id: Option<String>,
 }
 
-/// Records a batch of submissions and acks each one: a bad or refused one is dead-lettered alone,
-/// the rest go in with one commit.
-pub async fn handle_batch(worker: &Worker, channel: Channel, queue: &str, batch: Vec<Delivery>) {
+/// Whether every delivery of a channel before the current batch is settled (acked, dead-lettered
+/// or given back): then the batch is acked with one `multiple` ack of its last delivery. A
+/// delivery that could not be dead-lettered stays unacked for the queue's delivery limit, and no
+/// later ack of that channel may cover it, so from then on its batches are acked one by one.
+pub struct Settled(pub bool);
+
+/// Records a batch of submissions and acks them: a bad or refused one is dead-lettered alone, the
+/// rest go in with one commit. `settled` is the channel's ([`Settled`]); batches of one channel
+/// are handled one after another.
+pub async fn handle_batch(
+    worker: &Worker,
+    channel: Channel,
+    queue: &str,
+    batch: Vec<Delivery>,
+    settled: &mut Settled,
+) {
     metrics::histogram!("chime_worker_submission_batch_size").record(batch.len() as f64);
     let mut pending = Vec::with_capacity(batch.len());
     for delivery in batch {
@@ -51,7 +65,9 @@ pub async fn handle_batch(worker: &Worker, channel: Channel, queue: &str, batch:
                 task,
                 user_id,
             }),
-            Err(reason) => reject_poison(worker, &channel, queue, delivery, &reason).await,
+            Err(reason) => {
+                settled.0 &= dead_letter_and_ack(worker, &channel, queue, delivery, &reason).await;
+            }
         }
     }
     let mut delay = Duration::from_millis(100);
@@ -64,9 +80,10 @@ pub async fn handle_batch(worker: &Worker, channel: Channel, queue: &str, batch:
         };
         let recorded = tokio::select! {
             biased;
-            recorded = record(worker, &channel, queue, &mut pending) => recorded,
+            recorded = record(worker, &channel, queue, &mut pending, settled) => recorded,
             () = drained => {
                 warn!("stopping with submissions not recorded; they go back to the queue");
+                settled.0 = false;
                 return;
             }
         };
@@ -120,6 +137,7 @@ async fn record(
     channel: &Channel,
     queue: &str,
     pending: &mut Vec<Submission>,
+    settled: &mut Settled,
 ) -> Result<(), StoreError> {
     // Who may submit is checked on every try: the answer is cached, and a database that was down
     // for the check is down for the write too.
@@ -134,7 +152,9 @@ async fn record(
         {
             Ok(()) => admitted.push(submission),
             Err(Ok(refusal)) => {
-                reject_poison(worker, channel, queue, submission.delivery, &refusal).await;
+                settled.0 &=
+                    dead_letter_and_ack(worker, channel, queue, submission.delivery, &refusal)
+                        .await;
             }
             Err(Err(error)) => {
                 pending.append(&mut admitted);
@@ -153,7 +173,8 @@ async fn record(
             Ok(group) => routed.push((submission, group)),
             Err(refusal) => {
                 let reason = with_id_note(refusal.to_string(), &submission.task);
-                reject_poison(worker, channel, queue, submission.delivery, &reason).await;
+                settled.0 &=
+                    dead_letter_and_ack(worker, channel, queue, submission.delivery, &reason).await;
             }
         }
     }
@@ -169,7 +190,7 @@ async fn record(
             // One of them holds what PostgreSQL refuses: each goes in alone, so only that one
             // is dead-lettered rather than the batch waiting for ever.
             warn!(%error, "a batch of submissions was refused; recording each alone");
-            return record_each(worker, channel, queue, pending, routed).await;
+            return record_each(worker, channel, queue, pending, routed, settled).await;
         }
         Err(error) => {
             pending.extend(routed.into_iter().map(|(submission, _)| submission));
@@ -182,8 +203,19 @@ async fn record(
         created, "submissions recorded"
     );
     metrics::counter!("chime_worker_submissions_total").increment(submitted.len() as u64);
-    for (submission, _) in routed {
-        ack(&submission.delivery).await;
+    // Every delivery of the batch before its last is routed or settled by now, and so is every
+    // earlier one of the channel, unless one could not be dead-lettered.
+    let last = routed
+        .iter()
+        .map(|(s, _)| &s.delivery)
+        .max_by_key(|d| d.delivery_tag);
+    match last {
+        Some(last) if settled.0 => ack_up_to(last).await,
+        _ => {
+            for (submission, _) in &routed {
+                ack(&submission.delivery).await;
+            }
+        }
     }
     Ok(())
 }
@@ -196,6 +228,7 @@ async fn record_each(
     queue: &str,
     pending: &mut Vec<Submission>,
     routed: Vec<(Submission, String)>,
+    settled: &mut Settled,
 ) -> Result<(), StoreError> {
     let mut items = routed.into_iter();
     while let Some((submission, group)) = items.next() {
@@ -206,7 +239,7 @@ async fn record_each(
                 ack(&submission.delivery).await;
             }
             Err(error) if error.is_refused_data() => {
-                reject_poison(
+                settled.0 &= dead_letter_and_ack(
                     worker,
                     channel,
                     queue,

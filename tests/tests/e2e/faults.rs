@@ -233,8 +233,8 @@ async fn a_lost_inline_message_is_published_again_behind_a_process_backlog() -> 
         "the lost message in the inline queue, the backlog kept",
         || async {
             Ok(
-                depth(topology.inline_queue("default")).await.unwrap_or(0) == 1
-                    && depth(topology.group_queue("default")).await.unwrap_or(0) == 3,
+                depth(topology.inline_queue("default")).await.unwrap_or(0) >= 1
+                    && depth(topology.group_queue("default")).await.unwrap_or(0) >= 3,
             )
         },
     )
