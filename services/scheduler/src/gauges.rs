@@ -43,9 +43,9 @@ pub async fn run(store: Store, broker: Broker, shutdown: CancellationToken) {
                         metrics::gauge!("chime_workers_online", "worker_group" => group.clone())
                             .set(online as f64);
                         match broker.group_stats(group).await {
-                            Ok(Some((messages, consumers))) => {
-                                metrics::gauge!("chime_queue_depth", "worker_group" => group.clone()).set(f64::from(messages));
-                                metrics::gauge!("chime_queue_consumers", "worker_group" => group.clone()).set(f64::from(consumers));
+                            Ok(Some(queues)) => {
+                                metrics::gauge!("chime_queue_depth", "worker_group" => group.clone()).set(f64::from(queues.messages));
+                                metrics::gauge!("chime_queue_consumers", "worker_group" => group.clone()).set(f64::from(queues.consumers));
                             }
                             Ok(None) => {}
                             Err(error) => debug!(%error, group, "cannot read the queue's depth"),

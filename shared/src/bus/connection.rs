@@ -167,17 +167,24 @@ impl Broker {
             .map_err(|_| super::BusError::Unavailable)?
     }
 
-    /// `(messages ready, consumers)` of a worker group's two task queues together: their
-    /// messages summed, and the consumers of the one with fewer (a worker consumes both, so a
-    /// queue nobody consumes, as the inline one while only workers of an earlier version run,
-    /// shows as none); `Ok(None)` when neither exists.
-    pub async fn group_stats(&self, group: &str) -> Result<Option<(u32, u32)>, super::BusError> {
-        let mut total: Option<(u32, u32)> = None;
+    /// A worker group's two task queues together, as [`Broker::queue_stats`] reads each;
+    /// `Ok(None)` when neither exists.
+    pub async fn group_stats(&self, group: &str) -> Result<Option<GroupQueues>, super::BusError> {
+        let mut total: Option<GroupQueues> = None;
         for queue in self.topology.task_queues(group) {
             if let Some((messages, consumers)) = self.queue_stats(&queue).await? {
+                let unconsumed = if consumers == 0 { messages } else { 0 };
                 total = Some(match total {
-                    None => (messages, consumers),
-                    Some((m, c)) => (m.saturating_add(messages), c.min(consumers)),
+                    None => GroupQueues {
+                        messages,
+                        consumers,
+                        unconsumed,
+                    },
+                    Some(t) => GroupQueues {
+                        messages: t.messages.saturating_add(messages),
+                        consumers: t.consumers.min(consumers),
+                        unconsumed: t.unconsumed.saturating_add(unconsumed),
+                    },
                 });
             }
         }
@@ -490,4 +497,16 @@ mod tests {
         assert_eq!(random_index(0), 0);
         assert!((0..100).all(|_| random_index(3) < 3));
     }
+}
+
+/// What the broker says about a worker group's two task queues (process and inline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupQueues {
+    /// Messages ready in both.
+    pub messages: u32,
+    /// Consumers of the one with fewer (a worker consumes both, so a queue nobody consumes, as
+    /// the inline one while only workers of an earlier version run, shows as none).
+    pub consumers: u32,
+    /// Messages ready in a queue that has no consumer.
+    pub unconsumed: u32,
 }

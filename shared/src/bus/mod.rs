@@ -9,7 +9,7 @@ pub mod publish;
 pub mod relay;
 pub mod topology;
 
-pub use connection::Broker;
+pub use connection::{Broker, GroupQueues};
 pub use publish::{BusError, dead_letter, publish_confirmed};
 pub use relay::OutboxRelay;
 pub use topology::Topology;

@@ -787,6 +787,18 @@ async fn a_missing_dependency_service_and_an_unserved_group_say_so() -> Result<(
         said.contains("not running: no worker is online in group gpu"),
         "{said}"
     );
+    // Its message waits in a queue nobody consumes: the overview says so.
+    eventually("the overview to warn of group gpu's queue", || async {
+        let overview: serde_json::Value =
+            reqwest::get(format!("{}/api/v1/overview", env.api_url()))
+                .await?
+                .json()
+                .await?;
+        Ok(overview["warnings"]
+            .to_string()
+            .contains("worker group gpu: 1 task message(s) queued and no worker consuming"))
+    })
+    .await?;
 
     // Every inline slot of the group busy: a queued noop task counts the tasks ahead of it.
     let slots = usize::from(env.settings.worker.inline_concurrency);

@@ -26,8 +26,11 @@ pub struct GroupLoad {
     pub workers_online: i64,
     /// Messages waiting in its queue (None when the broker did not answer).
     pub queue_depth: Option<u32>,
-    /// Consumers on its queue (None when the broker did not answer).
+    /// Consumers on its queues: of the one with fewer (None when the broker did not answer).
     pub consumers: Option<u32>,
+    /// Messages waiting in a queue of it that nobody consumes (None when the broker did not
+    /// answer).
+    pub unconsumed: Option<u32>,
 }
 
 /// The whole system at a glance.
@@ -78,8 +81,9 @@ pub async fn overview(State(state): State<AppState>) -> Result<Json<Overview>, A
             worker_group: group.clone(),
             live,
             workers_online,
-            queue_depth: stats.map(|(messages, _)| messages),
-            consumers: stats.map(|(_, consumers)| consumers),
+            queue_depth: stats.map(|s| s.messages),
+            consumers: stats.map(|s| s.consumers),
+            unconsumed: stats.map(|s| s.unconsumed),
         });
     }
     let services_alive = services::alive_by_kind(&state.store).await?;
@@ -122,11 +126,11 @@ pub async fn overview(State(state): State<AppState>) -> Result<Json<Overview>, A
         ));
     }
     for group in &groups {
-        if let (Some(depth), Some(0)) = (group.queue_depth, group.consumers)
-            && depth > 0
+        if let Some(waiting) = group.unconsumed
+            && waiting > 0
         {
             warnings.push(format!(
-                "worker group {}: {depth} task message(s) queued and no worker consuming \
+                "worker group {}: {waiting} task message(s) queued and no worker consuming \
                  (start `chime worker --groups {}`)",
                 group.worker_group, group.worker_group
             ));
