@@ -318,6 +318,11 @@ impl Injector {
         let end_sessions = rng.below(2) == 0;
         let critical = rng.below(2) == 0;
         let (victim, section) = match (critical, rng.below(2)) {
+            // Finding a busy worker asks the database; while it is away that question would
+            // hold the fault loop, and with it the end of the outage.
+            (true, 0) if self.database_busy() => {
+                return Ok("(skipped: the database is away or slow)".into());
+            }
             (true, 0) => match pick(rng, &busy_workers(cluster).await?) {
                 Some(victim) => (victim, "while it runs attempts"),
                 None => return Ok("(skipped: no free worker runs attempts)".into()),
@@ -357,15 +362,19 @@ impl Injector {
     }
 }
 
-/// The workers that run attempts now.
+/// The workers that run attempts now (none if the database does not answer within two seconds:
+/// the fault loop, which also ends the faults under way, must not wait on it).
 async fn busy_workers(cluster: &Cluster) -> Result<Vec<usize>> {
-    let pids: Vec<i32> = sqlx::query_scalar(
+    let asked = sqlx::query_scalar(
         "SELECT DISTINCT w.pid FROM tasks t JOIN workers w ON w.id = t.worker_id
          WHERE t.status = 'running' AND w.status = 'online'",
     )
-    .fetch_all(cluster.store.pool())
-    .await
-    .unwrap_or_default();
+    .fetch_all(cluster.store.pool());
+    let pids: Vec<i32> = tokio::time::timeout(Duration::from_secs(2), asked)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
     Ok(cluster
         .of_kind("worker")
         .into_iter()
