@@ -212,6 +212,11 @@ impl Injector {
                 if hobbled.contains(&victim) {
                     return Ok("(skipped: the victim is frozen or partitioned)".into());
                 }
+                // A service stopping while the database is away waits for it (up to the 20 s
+                // `terminate` allows), and the fault loop, which ends the outage, would wait too.
+                if self.database_busy() {
+                    return Ok("(skipped: the database is away or slow)".into());
+                }
                 let record = self.begin("sigterm", cluster, Some(victim));
                 cluster.terminate(victim).await?;
                 self.ledger.records[record].to = Timestamp::now();
@@ -421,10 +426,11 @@ async fn end_sessions_of(cluster: &Cluster, victim: usize) {
     let Some(pid) = cluster.pid(victim) else {
         return;
     };
-    let _ = sqlx::query(
+    let ended = sqlx::query(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
     )
     .bind(format!("chime[{pid}]"))
-    .execute(cluster.store.pool())
-    .await;
+    .execute(cluster.store.pool());
+    // Bounded: while the database is away the fault loop must go on (it ends the outage).
+    let _ = tokio::time::timeout(Duration::from_secs(2), ended).await;
 }
