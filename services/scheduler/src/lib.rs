@@ -154,53 +154,13 @@ async fn firing_loop(
 ) {
     let mut listener = notify::listen(store, &store.triggers_channel()).await;
     while !shutdown.is_cancelled() {
-        let started = std::time::Instant::now();
-        // Retries whose time has come go out like one-shot fires, through the outbox.
-        match task_lifecycle::release_due_retries(store, topology, settings.firing.batch).await {
-            Ok(0) => {}
-            Ok(released) => {
-                metrics::counter!("chime_scheduler_retries_released_total")
-                    .increment(released as u64);
-            }
-            Err(error) => warn!(%error, "releasing retries failed"),
-        }
-        match fire::unblock_free_triggers(store).await {
-            Ok(0) => {}
-            Ok(unblocked) => {
-                debug!(unblocked, "unblocked triggers of jobs that are free again");
-                metrics::counter!("chime_scheduler_triggers_unblocked_total").increment(unblocked);
-            }
-            Err(error) => warn!(%error, "unblocking triggers failed"),
-        }
-        match fire::fire_due(store, topology, instance_id, &settings.firing).await {
-            Ok(round) => {
-                metrics::counter!("chime_scheduler_fires_total").increment(round.fired);
-                metrics::histogram!("chime_scheduler_round_seconds").record(started.elapsed());
-                if round.fired > 0 {
-                    debug!(fired = round.fired, acquired = round.acquired, "fired");
-                }
-                if round.acquired as i64 >= settings.firing.batch {
-                    continue;
-                }
-            }
-            Err(error) => {
-                warn!(%error, "firing round failed");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(settings.poll) => {}
-                }
-                continue;
-            }
-        }
-        // Sleep until the next trigger enters the lookahead window or a retry is due, a NOTIFY,
-        // or the poll.
-        let sleep = match fire::until_next_work(store, settings.firing.lookahead).await {
-            Ok(Some(until)) => until.min(settings.poll),
-            Ok(None) => settings.poll,
-            Err(error) => {
-                warn!(%error, "cannot find the next due trigger");
-                settings.poll
-            }
+        // A round waits on the database (up to the pool's timeout per step while it is away);
+        // a stopping scheduler does not wait for it. A round cut short rolls back: a fire is
+        // made whole in its transaction or not at all.
+        let sleep = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            sleep = firing_round(store, topology, instance_id, settings) => sleep,
         };
         if sleep.is_zero() {
             continue;
@@ -209,6 +169,58 @@ async fn firing_loop(
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(sleep) => {}
             _ = notify::notified(&mut listener) => {}
+        }
+    }
+}
+
+/// One round: due retries released, free triggers unblocked, due triggers fired. Returns how
+/// long to sleep before the next: until the next trigger enters the lookahead window or a retry
+/// is due (a NOTIFY may come first), the poll, or nothing when a full batch says more is due.
+async fn firing_round(
+    store: &Store,
+    topology: &Topology,
+    instance_id: &str,
+    settings: &SchedulerSettings,
+) -> Duration {
+    let started = std::time::Instant::now();
+    // Retries whose time has come go out like one-shot fires, through the outbox.
+    match task_lifecycle::release_due_retries(store, topology, settings.firing.batch).await {
+        Ok(0) => {}
+        Ok(released) => {
+            metrics::counter!("chime_scheduler_retries_released_total").increment(released as u64);
+        }
+        Err(error) => warn!(%error, "releasing retries failed"),
+    }
+    match fire::unblock_free_triggers(store).await {
+        Ok(0) => {}
+        Ok(unblocked) => {
+            debug!(unblocked, "unblocked triggers of jobs that are free again");
+            metrics::counter!("chime_scheduler_triggers_unblocked_total").increment(unblocked);
+        }
+        Err(error) => warn!(%error, "unblocking triggers failed"),
+    }
+    match fire::fire_due(store, topology, instance_id, &settings.firing).await {
+        Ok(round) => {
+            metrics::counter!("chime_scheduler_fires_total").increment(round.fired);
+            metrics::histogram!("chime_scheduler_round_seconds").record(started.elapsed());
+            if round.fired > 0 {
+                debug!(fired = round.fired, acquired = round.acquired, "fired");
+            }
+            if round.acquired as i64 >= settings.firing.batch {
+                return Duration::ZERO;
+            }
+        }
+        Err(error) => {
+            warn!(%error, "firing round failed");
+            return settings.poll;
+        }
+    }
+    match fire::until_next_work(store, settings.firing.lookahead).await {
+        Ok(Some(until)) => until.min(settings.poll),
+        Ok(None) => settings.poll,
+        Err(error) => {
+            warn!(%error, "cannot find the next due trigger");
+            settings.poll
         }
     }
 }

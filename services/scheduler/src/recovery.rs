@@ -50,49 +50,58 @@ pub async fn run(
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            match recover(&store, &broker).await {
-                Ok(0) => {}
-                Ok(recovered) => {
-                    info!(recovered, "recovered attempts of vanished workers");
-                    metrics::counter!("chime_scheduler_attempts_recovered_total")
-                        .increment(recovered as u64);
+            // A pass waits on the database (up to the pool's timeout per step while it is
+            // away); a stopping scheduler does not wait for it.
+            let pass = async {
+                match recover(&store, &broker).await {
+                    Ok(0) => {}
+                    Ok(recovered) => {
+                        info!(recovered, "recovered attempts of vanished workers");
+                        metrics::counter!("chime_scheduler_attempts_recovered_total")
+                            .increment(recovered as u64);
+                    }
+                    Err(error) => warn!(%error, "recovering lost attempts failed"),
                 }
-                Err(error) => warn!(%error, "recovering lost attempts failed"),
-            }
-            // Not every tick: what follows needs no sub-second answer.
-            if last_second.elapsed() < Duration::from_secs(1) {
-                continue;
-            }
-            last_second = tokio::time::Instant::now();
-            if let Err(error) = workers::mark_disconnected(&store, workers::STALE_AFTER).await {
-                warn!(%error, "marking silent workers disconnected failed");
-            }
-            match republish(&store, &broker, RECOVERED_REPUBLISH_AFTER, true).await {
-                Ok(0) => {}
-                Ok(republished) => {
-                    info!(
-                        republished,
-                        "published again the messages of recovered tasks no worker started"
-                    );
-                    metrics::counter!("chime_scheduler_messages_republished_total")
-                        .increment(republished as u64);
+                // Not every tick: what follows needs no sub-second answer.
+                if last_second.elapsed() < Duration::from_secs(1) {
+                    return;
                 }
-                Err(error) => warn!(%error, "re-publishing recovered tasks failed"),
-            }
-            if last_republish.elapsed() >= REPUBLISH_EVERY {
-                last_republish = tokio::time::Instant::now();
-                match republish(&store, &broker, republish_after, false).await {
+                last_second = tokio::time::Instant::now();
+                if let Err(error) = workers::mark_disconnected(&store, workers::STALE_AFTER).await {
+                    warn!(%error, "marking silent workers disconnected failed");
+                }
+                match republish(&store, &broker, RECOVERED_REPUBLISH_AFTER, true).await {
                     Ok(0) => {}
                     Ok(republished) => {
-                        warn!(
+                        info!(
                             republished,
-                            "published again the messages of ready tasks no worker started"
+                            "published again the messages of recovered tasks no worker started"
                         );
                         metrics::counter!("chime_scheduler_messages_republished_total")
                             .increment(republished as u64);
                     }
-                    Err(error) => warn!(%error, "re-publishing stale ready tasks failed"),
+                    Err(error) => warn!(%error, "re-publishing recovered tasks failed"),
                 }
+                if last_republish.elapsed() >= REPUBLISH_EVERY {
+                    last_republish = tokio::time::Instant::now();
+                    match republish(&store, &broker, republish_after, false).await {
+                        Ok(0) => {}
+                        Ok(republished) => {
+                            warn!(
+                                republished,
+                                "published again the messages of ready tasks no worker started"
+                            );
+                            metrics::counter!("chime_scheduler_messages_republished_total")
+                                .increment(republished as u64);
+                        }
+                        Err(error) => warn!(%error, "re-publishing stale ready tasks failed"),
+                    }
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                () = pass => {}
             }
         }
     }

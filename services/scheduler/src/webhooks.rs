@@ -40,7 +40,13 @@ pub async fn run(store: Store, shutdown: CancellationToken) {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(POLL) => {}
             }
-            let due = match webhooks::claim_due(&store, BATCH).await {
+            // A stopping scheduler does not wait out a claim the database cannot answer.
+            let claimed = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                claimed = webhooks::claim_due(&store, BATCH) => claimed,
+            };
+            let due = match claimed {
                 Ok(due) => due,
                 Err(error) => {
                     warn!(%error, "cannot claim webhook deliveries");
@@ -83,7 +89,14 @@ pub async fn check_windows(store: Store, shutdown: CancellationToken) {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            match webhooks::notify_overdue(&store).await {
+            // Not waited for by a stopping scheduler (a database that is away holds it for the
+            // pool's timeout); one transaction, so cut short it is as if never begun.
+            let checked = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                checked = webhooks::notify_overdue(&store) => checked,
+            };
+            match checked {
                 Ok(0) => {}
                 Ok(jobs) => {
                     warn!(jobs, "jobs missed their success window; notifying");

@@ -100,7 +100,17 @@ impl OutboxRelay {
                 if shutdown.is_cancelled() {
                     break 'connection;
                 }
-                let round = self.publish_round(&channel, &mut declared_groups).await;
+                // A stopping relay lets a round finish for a moment, not for the pool's timeout
+                // while the database is away: rows it claimed come back when their lease ends.
+                let stopping = async {
+                    shutdown.cancelled().await;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                };
+                let round = tokio::select! {
+                    biased;
+                    round = self.publish_round(&channel, &mut declared_groups) => round,
+                    () = stopping => break 'connection,
+                };
                 match round {
                     Ok(Round::Published(n)) if n as i64 >= BATCH => continue,
                     Ok(Round::Published(_)) => {}

@@ -108,7 +108,13 @@ impl CheckIn {
                     _ = shutdown.cancelled() => break,
                     _ = tick.tick() => {}
                 }
-                match self.once().await {
+                // A stopping process does not wait out a check-in the database cannot take.
+                let checked = tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => break,
+                    checked = self.once() => checked,
+                };
+                match checked {
                     Ok(()) => {
                         metrics::counter!("chime_service_checkins_total", "kind" => self.kind)
                             .increment(1)
@@ -116,12 +122,14 @@ impl CheckIn {
                     Err(error) => warn!(%error, "check-in failed"),
                 }
             }
-            if let Err(error) = sqlx::query("DELETE FROM service_instances WHERE instance_id = $1")
+            // Best effort, and briefly: a row left behind ages out as a dead instance.
+            let removed = sqlx::query("DELETE FROM service_instances WHERE instance_id = $1")
                 .bind(&self.instance_id)
-                .execute(self.store.pool())
-                .await
-            {
-                warn!(%error, "cannot remove the instance's row");
+                .execute(self.store.pool());
+            match tokio::time::timeout(Duration::from_secs(2), removed).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => warn!(%error, "cannot remove the instance's row"),
+                Err(_) => warn!("cannot remove the instance's row: the database did not answer"),
             }
         }
         .instrument(span)

@@ -484,3 +484,35 @@ async fn a_database_outage_of_30_seconds_runs_nothing_twice_and_loses_nothing() 
     pg.destroy().await;
     Ok(())
 }
+
+/// A scheduler told to stop while PostgreSQL is away does not wait for it: its firing round,
+/// recovery pass, webhook claims and check-in are cut short, where each once waited out the
+/// pool's 5 s timeout in turn (20 s in all; about 8 s now, most of it the node's teardown). The
+/// bound asserted is loose, to hold on a slow machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_stops_promptly_while_the_database_is_away() -> Result<()> {
+    let pg = PrivatePostgres::start().await?;
+    let (_, amqp) = chime_tests::server_urls();
+    let env = TestEnv::with_amqp_url(&pg.url(), &amqp).await?;
+    let mut scheduler = env.spawn_chime(&["scheduler"])?;
+    eventually("the scheduler to check in", || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM service_instances")
+            .fetch_one(env.store.pool())
+            .await?;
+        Ok(n > 0)
+    })
+    .await?;
+    pg.stop().await?;
+    // Its loops meet the outage before the signal.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let pid = scheduler.id().context("the scheduler exited")?;
+    nix::sys::signal::kill(
+        Pid::from_raw(i32::try_from(pid)?),
+        nix::sys::signal::Signal::SIGTERM,
+    )?;
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(15), scheduler.wait()).await;
+    pg.resume().await?;
+    let status = stopped.context("the scheduler did not stop within 15 s of SIGTERM")??;
+    assert!(status.success(), "{status:?}");
+    env.cleanup().await
+}
