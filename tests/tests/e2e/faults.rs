@@ -153,6 +153,21 @@ async fn job_id(env: &TestEnv, name: &str) -> Result<i64> {
         .await?)
 }
 
+/// Submits a shell task running `true` (it takes a process slot), returning its id.
+async fn submit_true(env: &TestEnv, topology: &chime_core::bus::Topology) -> Result<Uuid> {
+    let task = task_lifecycle::submit(
+        &env.store,
+        topology,
+        NewTask {
+            kind: "shell".into(),
+            spec: serde_json::json!({ "command": "true" }),
+            ..NewTask::default()
+        },
+    )
+    .await?;
+    Ok(task.id)
+}
+
 /// Inserts a task row as another part of chime would have left it, with no message on the bus.
 async fn insert_task(
     env: &TestEnv,
@@ -207,17 +222,7 @@ async fn a_lost_inline_message_is_published_again_behind_a_process_backlog() -> 
     .await?;
     let mut shell = Vec::new();
     for _ in 0..3 {
-        let task = task_lifecycle::submit(
-            &env.store,
-            &topology,
-            NewTask {
-                kind: "shell".into(),
-                spec: serde_json::json!({ "command": "true" }),
-                ..NewTask::default()
-            },
-        )
-        .await?;
-        shell.push(task.id);
+        shell.push(submit_true(&env, &topology).await?);
     }
     let lost = insert_task(&env, None, "ready", None).await?;
     let conn = env.amqp().await?;
@@ -438,17 +443,7 @@ async fn a_database_outage_of_30_seconds_runs_nothing_twice_and_loses_nothing() 
     // the outage.
     let mut short = Vec::new();
     for _ in 0..6 {
-        let task = task_lifecycle::submit(
-            &env.store,
-            &topology,
-            NewTask {
-                kind: "shell".into(),
-                spec: serde_json::json!({ "command": "true" }),
-                ..NewTask::default()
-            },
-        )
-        .await?;
-        short.push(task.id);
+        short.push(submit_true(&env, &topology).await?);
     }
     eventually("the short tasks' messages to be published", || async {
         Ok(chime_core::store::outbox::unsent_count(&env.store).await? == 0)

@@ -117,19 +117,7 @@ pub async fn start_attempts(
         timeouts.push(m.timeout_ms);
         users.push(m.execute_user.as_deref());
     }
-    // One plan per connection, made at its first start and kept: left to choose, PostgreSQL
-    // planned every start afresh (half a millisecond each, a third of the statement's cost
-    // with small batches). That plan reads the batch's tasks by primary key whatever the
-    // table's statistics said when it was made (a new installation's say it is empty, which
-    // would otherwise make a sequential scan the plan for good).
-    let mut tx = store
-        .pool()
-        .begin_with(
-            "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
-             SET LOCAL enable_seqscan = off",
-        )
-        .await
-        .context("starting attempts")?;
+    let mut tx = begin_by_key(store, "starting attempts").await?;
     let started: Vec<MessageParts> = sqlx::query_as(
         r#"
         WITH wanted AS (
@@ -300,18 +288,7 @@ pub async fn finish_attempts(
     let exit_codes: Vec<Option<i32>> = results.iter().map(|r| r.exit_code).collect();
     let errors: Vec<Option<&str>> = results.iter().map(|r| r.error.as_deref()).collect();
     let results: Vec<Json<&TaskResult>> = results.iter().map(Json).collect();
-    // As for starts: one generic plan per connection that reads the batch's tasks by primary key.
-    // Left to choose, PostgreSQL walked the running tasks' index, or every live task's when a
-    // backlog of ready ones stood behind small batches (0.6 ms a statement in a run of single
-    // `POST /api/v1/tasks` requests, against 0.1 ms by key).
-    let mut tx = store
-        .pool()
-        .begin_with(
-            "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
-             SET LOCAL enable_seqscan = off",
-        )
-        .await
-        .context("finishing attempts")?;
+    let mut tx = begin_by_key(store, "finishing attempts").await?;
     let moved: Vec<(Uuid, i32, String)> = sqlx::query_as(
         r#"
         WITH ends AS (
@@ -446,4 +423,26 @@ pub async fn release_due_retries(
     enqueue_task_messages(&mut tx, topology, &messages).await?;
     commit(store, tx, "committing released retries").await?;
     Ok(released.len())
+}
+
+/// A transaction for the batched start and end statements, which read their batch's tasks by
+/// primary key (their statuses come as parameters, so no status index can match): one generic
+/// plan per connection, made at its first use and kept. Left to choose, PostgreSQL planned every
+/// start afresh (half a millisecond each, a third of the statement's cost with small batches),
+/// and the end walked the running tasks' index, or every live task's behind a backlog of ready
+/// ones (0.6 ms a statement during single `POST /api/v1/tasks` requests, against 0.1 ms by key).
+/// Sequential scans are off because a new installation's statistics say `tasks` is empty, which
+/// would otherwise make one the plan for good.
+async fn begin_by_key(
+    store: &Store,
+    context: &'static str,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, StoreError> {
+    store
+        .pool()
+        .begin_with(
+            "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
+             SET LOCAL enable_seqscan = off",
+        )
+        .await
+        .context(context)
 }
