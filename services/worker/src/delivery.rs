@@ -6,6 +6,8 @@
 //!     │
 //!   its group is the queue's ──no──▶ dead-letter (a worker runs only the groups it consumes)
 //!     │
+//!   nothing to run (a noop without a sleep)? ──▶ complete_attempt (ready → succeeded, checked
+//!     │                                          as a start is, in one commit) ──▶ ack
 //!   start_attempt (ready → running for this exact attempt, if the row records what the message
 //!     │            says) ──nothing moved──▶ the row differs: dead-letter, attempt untouched
 //!     │                                     still ready (refused: the lease): requeue
@@ -26,7 +28,7 @@ use std::time::Duration;
 
 use chime_core::bus::dead_letter;
 use chime_core::model::message::decode;
-use chime_core::model::{TaskMessage, TaskStatus};
+use chime_core::model::{TaskMessage, TaskStatus, runs_instantly};
 use chime_core::store::attempt_output;
 use chime_core::store::task_lifecycle::{self, AttemptEnd, FinishedAttempt};
 use lapin::Channel;
@@ -74,7 +76,14 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             ack(&delivery).await;
             return;
         };
-        let recorded = match start(worker, &message).await {
+        if runs_instantly(&message.kind, &message.spec) {
+            return complete(worker, &channel, queue, delivery, message).await;
+        }
+        let recorded = match until_answered(worker, || {
+            worker.transitions.start_attempt(message.clone())
+        })
+        .await
+        {
             Some(Some(recorded)) => recorded,
             Some(None) => {
                 let shadowed = worker.let_go(key);
@@ -295,14 +304,57 @@ fn differs(message: &TaskMessage, recorded: &TaskMessage) -> Option<&'static str
     }
 }
 
-/// Asks to start the attempt until the database answers: while it is unreachable the delivery
-/// is held (not requeued), so the worker's prefetch fills and the broker stops delivering —
-/// no requeue loop spends the queue's delivery limit. The answer is the attempt as its task's
-/// row records it, or None if it was not ready; None outside if the worker began draining first.
-async fn start(worker: &Worker, message: &TaskMessage) -> Option<Option<TaskMessage>> {
+/// An attempt with nothing to run, held by this worker: completed (`ready → succeeded`) in one
+/// commit, then acked; a message whose attempt was not ready goes where a start's would.
+async fn complete(
+    worker: &Worker,
+    channel: &Channel,
+    queue: &str,
+    delivery: Delivery,
+    message: TaskMessage,
+) {
+    let key = (message.task_id, message.attempt);
+    let completed = until_answered(worker, || {
+        worker.transitions.complete_attempt(message.clone())
+    })
+    .await;
+    let shadowed = worker.let_go(key);
+    match completed {
+        Some(Some(status)) => {
+            metrics::counter!("chime_worker_attempts_total", "outcome" => "succeeded").increment(1);
+            let labels = [
+                ("worker_group", message.group),
+                ("kind", message.kind),
+                ("outcome", status.as_str().to_string()),
+            ];
+            metrics::counter!("chime_tasks_finished_total", &labels).increment(1);
+            ack(&delivery).await;
+        }
+        Some(None) => {
+            if delivery.redelivered {
+                recover_if_orphaned(worker, &message).await;
+            }
+            not_started(worker, channel, queue, delivery, &message, shadowed).await;
+        }
+        // Draining while the database is unreachable: the message goes back (a completion that
+        // committed unheard makes it a duplicate there).
+        None => requeue(&delivery).await,
+    }
+}
+
+/// Asks for a start or a completion until the database answers: while it is unreachable the
+/// delivery is held (not requeued), so the worker's prefetch fills and the broker stops
+/// delivering — no requeue loop spends the queue's delivery limit. The answer is what the
+/// transition gave back, or None if the attempt was not ready; None outside if the worker began
+/// draining first.
+async fn until_answered<V, F, Fut>(worker: &Worker, ask: F) -> Option<Option<V>>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = crate::transitions::Answer<V>>,
+{
     let mut delay = Duration::from_millis(100);
     loop {
-        match worker.transitions.start_attempt(message.clone()).await {
+        match ask().await {
             Ok(started) => return Some(started),
             Err(error) => {
                 warn!(%error, ?delay, "cannot start the attempt; waiting for the database");

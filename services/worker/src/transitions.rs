@@ -1,9 +1,11 @@
-//! Where a worker commits its task transitions: attempts started (`ready → running`) and ended
-//! (`running → succeeded | retrying | failed | killed`), batched.
+//! Where a worker commits its task transitions: attempts started (`ready → running`), ended
+//! (`running → succeeded | retrying | failed | killed`) and, for attempts with nothing to run,
+//! completed (`ready → succeeded`), batched.
 //!
 //! Each delivery asks for its transition and waits for the answer; one loop per kind of transition
 //! takes every request that is waiting and commits them in one statement
-//! ([`task_lifecycle::start_attempts`], [`task_lifecycle::finish_attempts`]). Under load a batch
+//! ([`task_lifecycle::start_attempts`], [`task_lifecycle::finish_attempts`],
+//! [`task_lifecycle::complete_instant_attempts`]). Under load a batch
 //! holds whatever arrived while the previous one was committing, so a busy worker makes a few
 //! commits per round instead of two per task; an idle worker commits a lone request at once. The
 //! answer comes after the commit, so a delivery is still acked only once its outcome is durable.
@@ -36,6 +38,7 @@ struct Request<T, V> {
 pub struct Transitions {
     starts: mpsc::UnboundedSender<Request<TaskMessage, TaskMessage>>,
     ends: mpsc::UnboundedSender<Request<FinishedAttempt, TaskStatus>>,
+    completions: mpsc::UnboundedSender<Request<TaskMessage, TaskStatus>>,
 }
 
 impl Transitions {
@@ -43,6 +46,7 @@ impl Transitions {
     pub fn start(store: Store, topology: Topology, worker: WorkerIdentity) -> Self {
         let (starts, start_rx) = mpsc::unbounded_channel();
         let (ends, end_rx) = mpsc::unbounded_channel();
+        let (completions, completion_rx) = mpsc::unbounded_channel();
         let (s, w) = (store.clone(), worker.clone());
         tokio::spawn(
             run(start_rx, "start", move |batch: Vec<TaskMessage>| {
@@ -57,14 +61,26 @@ impl Transitions {
             })
             .instrument(info_span!("attempt_starts")),
         );
+        let (s, t, w) = (store.clone(), topology.clone(), worker.clone());
         tokio::spawn(
             run(end_rx, "finish", move |batch: Vec<FinishedAttempt>| {
-                let (s, t, w) = (store.clone(), topology.clone(), worker.clone());
+                let (s, t, w) = (s.clone(), t.clone(), w.clone());
                 async move { task_lifecycle::finish_attempts(&s, &t, &w, &batch).await }
             })
             .instrument(info_span!("attempt_ends")),
         );
-        Self { starts, ends }
+        tokio::spawn(
+            run(completion_rx, "complete", move |batch: Vec<TaskMessage>| {
+                let (s, t, w) = (store.clone(), topology.clone(), worker.clone());
+                async move { task_lifecycle::complete_instant_attempts(&s, &t, &w, &batch).await }
+            })
+            .instrument(info_span!("attempt_completions")),
+        );
+        Self {
+            starts,
+            ends,
+            completions,
+        }
     }
 
     /// `ready → running` for the attempt of this message, if its task's row records the same:
@@ -72,6 +88,12 @@ impl Transitions {
     /// stale, killed) or the message differs from the row.
     pub async fn start_attempt(&self, message: TaskMessage) -> Answer<TaskMessage> {
         ask(&self.starts, message).await
+    }
+
+    /// `ready → succeeded` for the attempt of this message, which has nothing to run, if its
+    /// task's row records the same: the status it moved to, or None as for a start.
+    pub async fn complete_attempt(&self, message: TaskMessage) -> Answer<TaskStatus> {
+        ask(&self.completions, message).await
     }
 
     /// Records the attempt's end: the status its task moved to, or None if the attempt is no

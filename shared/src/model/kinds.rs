@@ -122,6 +122,13 @@ pub fn runs_inline(kind: &str) -> bool {
     INLINE_KINDS.contains(&kind)
 }
 
+/// Whether a task of `kind` with `spec` has nothing to run: a noop without a sleep. Its worker
+/// records the attempt succeeded straight from `ready`, in one statement, never `running`
+/// (`task_lifecycle::complete_instant_attempts`): nothing could happen while it ran.
+pub fn runs_instantly(kind: &str, spec: &serde_json::Value) -> bool {
+    kind == "noop" && NoopSpec::parse(spec).is_ok_and(|s| s.sleep_ms == 0)
+}
+
 impl ShellSpec {
     /// Parses and checks a shell spec.
     pub fn parse(spec: &serde_json::Value) -> Result<Self, SpecError> {
@@ -284,6 +291,16 @@ mod tests {
         assert!(HttpSpec::parse(&json!({"url": "http://x", "method": "BREW"})).is_err());
         assert!(HttpSpec::parse(&json!({"url": "http://x", "expected_status": [42]})).is_err());
         assert!(HttpSpec::parse(&json!({"uri": "http://x"})).is_err());
+    }
+
+    #[test]
+    fn only_a_noop_without_a_sleep_runs_instantly() {
+        assert!(runs_instantly("noop", &json!(null)));
+        assert!(runs_instantly("noop", &json!({})));
+        assert!(runs_instantly("noop", &json!({"sleep_ms": 0})));
+        assert!(!runs_instantly("noop", &json!({"sleep_ms": 5})));
+        assert!(!runs_instantly("noop", &json!({"bogus": 1})));
+        assert!(!runs_instantly("shell", &json!({"command": "true"})));
     }
 
     #[test]

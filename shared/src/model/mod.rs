@@ -10,7 +10,7 @@ pub mod task;
 pub mod text;
 
 pub use identity::{ANY_USER, Identity, Role, UnknownRole};
-pub use kinds::{HttpSpec, NoopSpec, ShellCommand, ShellSpec, SpecError};
+pub use kinds::{HttpSpec, NoopSpec, ShellCommand, ShellSpec, SpecError, runs_instantly};
 pub use message::{
     ControlCommand, ControlMessage, MESSAGE_VERSION, MessageError, SubmitMessage, TaskEvent,
     TaskMessage,

@@ -163,7 +163,7 @@ pub fn describe() {
     );
     describe_histogram!(
         "chime_worker_transition_batch",
-        "Attempt starts or ends committed in one statement, by kind (start, finish)."
+        "Attempt starts, ends or instant completions committed in one statement, by kind (start, finish, complete)."
     );
     describe_counter!(
         "chime_worker_duplicates_total",

@@ -260,6 +260,109 @@ async fn a_forged_task_message_runs_the_recorded_command_not_its_own() -> Result
     env.cleanup().await
 }
 
+/// A noop task without a sleep has nothing to run: its worker records it succeeded in one
+/// statement, checked as a start is. A forged message for it (another `data`) completes nothing
+/// and is dead-lettered; the genuine one succeeds as attempt 1, with its one attempt row naming
+/// the worker, and a copy of it published again makes no second attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_noop_task_completes_in_one_step_and_a_forgery_of_it_completes_nothing() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    let submitted = task_lifecycle::submit(
+        &env.store,
+        &topology,
+        NewTask {
+            kind: "noop".into(),
+            data: serde_json::json!({ "genuine": true }),
+            ..NewTask::default()
+        },
+    )
+    .await?;
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    topology.declare(&channel).await?;
+    topology.declare_group(&channel, "default").await?;
+    let genuine = TaskMessage {
+        v: 1,
+        task_id: submitted.id,
+        attempt: 1,
+        kind: "noop".into(),
+        group: "default".into(),
+        spec: serde_json::json!({}),
+        data: serde_json::json!({ "genuine": true }),
+        data_time: None,
+        timeout_ms: None,
+        execute_user: None,
+    };
+    let forged = TaskMessage {
+        data: serde_json::json!({ "genuine": false }),
+        ..genuine.clone()
+    };
+    // The forgery is in the inline queue before the genuine message (no relay runs yet).
+    let inline_key = topology.task_routing_key("default", &serde_json::to_string(&forged)?);
+    publish_confirmed(
+        &channel,
+        &topology.tasks_exchange(),
+        &inline_key,
+        &serde_json::to_vec(&forged)?,
+        FieldTable::default(),
+    )
+    .await?;
+    env.start(Services::WORKER).await?;
+    let task = env.wait_status(submitted.id, TaskStatus::Succeeded).await?;
+    assert_eq!(task.attempt, 1, "the forgery spent no attempt");
+    let reasons = chime_tests::dead_letter_reasons(&topology).await?;
+    assert!(
+        !reasons.is_empty() && reasons.iter().all(|r| r.contains("(data)")),
+        "{reasons:?}"
+    );
+    // A copy of the genuine message, as a redelivery would bring, moves nothing.
+    publish_confirmed(
+        &channel,
+        &topology.tasks_exchange(),
+        &inline_key,
+        &serde_json::to_vec(&genuine)?,
+        FieldTable::default(),
+    )
+    .await?;
+    eventually("the copy to be taken from the queue", || async {
+        let depth = channel
+            .queue_declare(
+                topology.inline_queue("default").into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await?
+            .message_count();
+        Ok(depth == 0)
+    })
+    .await?;
+    let attempts: Vec<(i32, Option<String>, Option<String>, bool)> = sqlx::query_as(
+        "SELECT attempt, outcome, worker_name, started_at <= finished_at
+         FROM task_attempts WHERE task_id = $1",
+    )
+    .bind(submitted.id)
+    .fetch_all(env.store.pool())
+    .await?;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let (attempt, outcome, worker_name, ordered) = &attempts[0];
+    assert_eq!((*attempt, outcome.as_deref()), (1, Some("succeeded")));
+    assert!(worker_name.is_some() && *ordered, "{attempts:?}");
+    assert_eq!(
+        env.task(submitted.id).await?.status,
+        TaskStatus::Succeeded,
+        "still succeeded after the copy"
+    );
+    let _ = conn.close(200, "done".into()).await;
+    env.cleanup().await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_message_is_dead_lettered_and_the_worker_carries_on() -> Result<()> {
     let mut env = TestEnv::new().await?;

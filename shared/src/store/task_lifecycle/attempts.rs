@@ -79,6 +79,48 @@ fn storable(mut result: TaskResult) -> TaskResult {
     result
 }
 
+/// What every recorded end of an attempt also writes, after a CTE `done` that moved its tasks
+/// (`RETURNING id, attempt, job_id, status, worker_group, data_time, outcome, reason, exit_code,
+/// error, result, at, started_at`): the attempt's row, the job's blocked triggers released, and
+/// the events in one batched outbox row. `$9` is the worker's id, `$10` the events exchange,
+/// `$11` the worker's name. Shared by [`finish_attempts`] and [`complete_instant_attempts`], so
+/// an attempt's end means the same whichever way it came.
+macro_rules! attempt_end_effects {
+    () => {
+        r#"
+        ), attempt AS (
+            -- The attempt's one row, written now; it exists already only if the attempt printed
+            -- while it ran (attempt_output::record_running).
+            INSERT INTO task_attempts AS a (task_id, attempt, worker_id, worker_name, started_at,
+                                            outcome, finished_at, exit_code, error, output)
+            SELECT id, attempt, $9, $11, coalesce(started_at, at), outcome, at, exit_code,
+                   error, result->>'output'
+            FROM done
+            ON CONFLICT (task_id, attempt) DO UPDATE SET
+                outcome = excluded.outcome, finished_at = excluded.finished_at,
+                exit_code = excluded.exit_code, error = excluded.error,
+                output = coalesce(excluded.output, a.output)
+        ), unblocked AS (
+            -- a job that allows one task at a time may fire again once its task has ended
+            UPDATE triggers SET state = 'waiting'
+            FROM done
+            WHERE triggers.job_id = done.job_id AND triggers.state = 'blocked'
+              AND done.status <> 'retrying'
+        ), event AS (
+            -- every event of the batch in one (batched) outbox row
+            INSERT INTO outbox (exchange, routing_key, body, batched)
+            SELECT $10, '', jsonb_agg(jsonb_build_object(
+                       'k', 'task.' || status || '.' || worker_group,
+                       'b', task_event(id, attempt, status, worker_group, job_id, data_time,
+                                       reason, at))), true
+            FROM done
+            HAVING count(*) > 0
+        )
+        SELECT id, attempt, status FROM done
+        "#
+    };
+}
+
 /// `ready → running` for exactly these attempts, recording the worker (the attempt's own row is
 /// written when it ends), in one statement. Each attempt is asked for by its message, as
 /// delivered: it starts only if its task's row records the same attempt with the same group,
@@ -95,28 +137,7 @@ pub async fn start_attempts(
     worker: &WorkerIdentity,
     messages: &[TaskMessage],
 ) -> Result<Vec<TaskMessage>, StoreError> {
-    let n = messages.len();
-    let mut ids = Vec::with_capacity(n);
-    let mut numbers = Vec::with_capacity(n);
-    let mut groups = Vec::with_capacity(n);
-    let mut kinds = Vec::with_capacity(n);
-    let mut specs = Vec::with_capacity(n);
-    let mut datas = Vec::with_capacity(n);
-    let mut data_times = Vec::with_capacity(n);
-    let mut timeouts = Vec::with_capacity(n);
-    let mut users = Vec::with_capacity(n);
-    for m in messages {
-        ids.push(m.task_id);
-        numbers.push(m.attempt);
-        groups.push(m.group.as_str());
-        kinds.push(m.kind.as_str());
-        specs.push(Json(&m.spec));
-        datas.push(Json(&m.data));
-        // Microseconds since the epoch: PostgreSQL's precision, compared exactly.
-        data_times.push(m.data_time.map(|t| t.as_microsecond()));
-        timeouts.push(m.timeout_ms);
-        users.push(m.execute_user.as_deref());
-    }
+    let c = MessageColumns::of(messages);
     let mut tx = begin_by_key(store, "starting attempts").await?;
     let started: Vec<MessageParts> = sqlx::query_as(
         r#"
@@ -159,16 +180,16 @@ pub async fn start_attempts(
           AND t.status = $12 AND t.worker_id = $3
         "#,
     )
-    .bind(&ids)
-    .bind(&numbers)
+    .bind(&c.ids)
+    .bind(&c.attempts)
     .bind(worker.id)
-    .bind(&groups)
-    .bind(&kinds)
-    .bind(&specs)
-    .bind(&datas)
-    .bind(&data_times)
-    .bind(&timeouts)
-    .bind(&users)
+    .bind(&c.groups)
+    .bind(&c.kinds)
+    .bind(&c.specs)
+    .bind(&c.datas)
+    .bind(&c.data_times)
+    .bind(&c.timeouts)
+    .bind(&c.users)
     .bind(TaskStatus::Ready.as_str())
     .bind(TaskStatus::Running.as_str())
     .fetch_all(&mut *tx)
@@ -176,6 +197,115 @@ pub async fn start_attempts(
     .context("starting attempts")?;
     tx.commit().await.context("committing started attempts")?;
     Ok(started.iter().map(|p| p.message(p.attempt)).collect())
+}
+
+/// Task messages as the columns a statement compares them with, one array each.
+struct MessageColumns<'a> {
+    ids: Vec<Uuid>,
+    attempts: Vec<i32>,
+    groups: Vec<&'a str>,
+    kinds: Vec<&'a str>,
+    specs: Vec<Json<&'a serde_json::Value>>,
+    datas: Vec<Json<&'a serde_json::Value>>,
+    /// Microseconds since the epoch: PostgreSQL's precision, compared exactly.
+    data_times: Vec<Option<i64>>,
+    timeouts: Vec<Option<i64>>,
+    users: Vec<Option<&'a str>>,
+}
+
+impl<'a> MessageColumns<'a> {
+    fn of(messages: &'a [TaskMessage]) -> Self {
+        Self {
+            ids: messages.iter().map(|m| m.task_id).collect(),
+            attempts: messages.iter().map(|m| m.attempt).collect(),
+            groups: messages.iter().map(|m| m.group.as_str()).collect(),
+            kinds: messages.iter().map(|m| m.kind.as_str()).collect(),
+            specs: messages.iter().map(|m| Json(&m.spec)).collect(),
+            datas: messages.iter().map(|m| Json(&m.data)).collect(),
+            data_times: messages
+                .iter()
+                .map(|m| m.data_time.map(|t| t.as_microsecond()))
+                .collect(),
+            timeouts: messages.iter().map(|m| m.timeout_ms).collect(),
+            users: messages.iter().map(|m| m.execute_user.as_deref()).collect(),
+        }
+    }
+}
+
+/// `ready → succeeded` for attempts with nothing to run ([`crate::model::runs_instantly`]: a
+/// noop without a sleep), in one statement that is their start and their end: the same check of
+/// each message against its task's row and of this worker's lease as [`start_attempts`] makes,
+/// then the same attempt row, released triggers and event as [`finish_attempts`] writes. Such an
+/// attempt is never `running`: nothing could happen while it ran (no process, no output, no
+/// timeout, nothing to kill), and skipping that state saves a row version and a statement each.
+///
+/// Returns the `(task, attempt)` pairs that succeeded. An attempt missing from it was not ready
+/// (a duplicate or stale delivery, a killed task, a completion that committed unheard) or its
+/// message differs from its row, which the caller tells apart ([`recorded_attempt`]), as after a
+/// start.
+pub async fn complete_instant_attempts(
+    store: &Store,
+    topology: &Topology,
+    worker: &WorkerIdentity,
+    messages: &[TaskMessage],
+) -> Result<Vec<((Uuid, i32), TaskStatus)>, StoreError> {
+    let c = MessageColumns::of(messages);
+    let mut tx = begin_by_key(store, "completing instant attempts").await?;
+    let moved: Vec<(Uuid, i32, String)> = sqlx::query_as(concat!(
+        r#"
+        WITH wanted AS (
+            SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[],
+                                 $6::jsonb[], $7::bigint[], $8::bigint[], $12::text[])
+                AS w(id, attempt, worker_group, kind, spec, data, data_time_us, timeout_ms,
+                     execute_user)
+        ), done AS (
+            UPDATE tasks t SET status = 'succeeded', worker_id = $9, started_at = now(),
+                               finished_at = now(), next_attempt_at = NULL, reason = NULL,
+                               result = $14
+            FROM wanted w
+            -- as in the start statement: by primary key, the status a parameter
+            WHERE t.id = ANY($1) AND t.id = w.id AND t.attempt = w.attempt AND t.status = $13
+              AND t.worker_group = w.worker_group AND t.kind = w.kind AND t.spec = w.spec
+              AND t.data = w.data AND t.timeout_ms IS NOT DISTINCT FROM w.timeout_ms
+              AND t.execute_user IS NOT DISTINCT FROM w.execute_user
+              AND t.data_time IS NOT DISTINCT FROM
+                  timestamptz 'epoch' + w.data_time_us * interval '1 microsecond'
+              AND EXISTS (SELECT 1 FROM workers k
+                          WHERE k.id = $9 AND k.status IN ('online', 'draining')
+                            AND coalesce(k.lease_expires_at, 'infinity') > now())
+            RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time,
+                      'succeeded'::text AS outcome, t.reason, NULL::int AS exit_code,
+                      NULL::text AS error, t.result, now() AS at, t.started_at
+        "#,
+        attempt_end_effects!()
+    ))
+    .bind(&c.ids)
+    .bind(&c.attempts)
+    .bind(&c.groups)
+    .bind(&c.kinds)
+    .bind(&c.specs)
+    .bind(&c.datas)
+    .bind(&c.data_times)
+    .bind(&c.timeouts)
+    .bind(worker.id)
+    .bind(topology.events_exchange())
+    .bind(&worker.name)
+    .bind(&c.users)
+    .bind(TaskStatus::Ready.as_str())
+    .bind(Json(TaskResult::default()))
+    .fetch_all(&mut *tx)
+    .await
+    .context("completing instant attempts")?;
+    tx.commit()
+        .await
+        .context("committing completed instant attempts")?;
+    store.outbox_written();
+    moved
+        .into_iter()
+        .map(|(id, attempt, status)| {
+            Ok(((id, attempt), crate::store::tasks::decode_status(&status)?))
+        })
+        .collect()
 }
 
 /// Publishes the message of a `ready` attempt again, from its row, if the task is still at that
@@ -289,7 +419,7 @@ pub async fn finish_attempts(
     let errors: Vec<Option<&str>> = results.iter().map(|r| r.error.as_deref()).collect();
     let results: Vec<Json<&TaskResult>> = results.iter().map(Json).collect();
     let mut tx = begin_by_key(store, "finishing attempts").await?;
-    let moved: Vec<(Uuid, i32, String)> = sqlx::query_as(
+    let moved: Vec<(Uuid, i32, String)> = sqlx::query_as(concat!(
         r#"
         WITH ends AS (
             SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[],
@@ -333,37 +463,9 @@ pub async fn finish_attempts(
               AND t.status = $12 AND t.worker_id = $9
             RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time, e.outcome,
                       t.reason, e.exit_code, e.error, e.result, now() AS at, t.started_at
-        ), attempt AS (
-            -- The attempt's one row, written now; it exists already only if the attempt printed
-            -- while it ran (attempt_output::record_running).
-            INSERT INTO task_attempts AS a (task_id, attempt, worker_id, worker_name, started_at,
-                                            outcome, finished_at, exit_code, error, output)
-            SELECT id, attempt, $9, $11, coalesce(started_at, at), outcome, at, exit_code,
-                   error, result->>'output'
-            FROM done
-            ON CONFLICT (task_id, attempt) DO UPDATE SET
-                outcome = excluded.outcome, finished_at = excluded.finished_at,
-                exit_code = excluded.exit_code, error = excluded.error,
-                output = coalesce(excluded.output, a.output)
-        ), unblocked AS (
-            -- a job that allows one task at a time may fire again once its task has ended
-            UPDATE triggers SET state = 'waiting'
-            FROM done
-            WHERE triggers.job_id = done.job_id AND triggers.state = 'blocked'
-              AND done.status <> 'retrying'
-        ), event AS (
-            -- every event of the batch in one (batched) outbox row
-            INSERT INTO outbox (exchange, routing_key, body, batched)
-            SELECT $10, '', jsonb_agg(jsonb_build_object(
-                       'k', 'task.' || status || '.' || worker_group,
-                       'b', task_event(id, attempt, status, worker_group, job_id, data_time,
-                                       reason, at))), true
-            FROM done
-            HAVING count(*) > 0
-        )
-        SELECT id, attempt, status FROM done
         "#,
-    )
+        attempt_end_effects!()
+    ))
     .bind(&ids)
     .bind(&attempts)
     .bind(&outcomes)

@@ -15,6 +15,7 @@
 //!          (--downstream: every ended one) → waiting
 //!   worker gone, or its shutdown cut the attempt short:
 //!                running → ready (requests_recovery) | retrying | failed (lost) | killed
+//!   nothing to run (a noop without a sleep): ready → succeeded in one statement, never running
 //!   a start the worker never heard of: running → ready (next attempt)
 //!   ready, message lost on the bus: the same attempt's message published again
 //! ```
@@ -90,8 +91,8 @@ mod operator;
 mod recovery;
 
 pub use attempts::{
-    AttemptEnd, FinishedAttempt, finish_attempts, recorded_attempt, release_due_retries,
-    republish_ready_attempt, start_attempts,
+    AttemptEnd, FinishedAttempt, complete_instant_attempts, finish_attempts, recorded_attempt,
+    release_due_retries, republish_ready_attempt, start_attempts,
 };
 pub use creation::{
     TriggerFire, record_trigger_fires, route_submissions, run_job_now, submit, submit_many,
