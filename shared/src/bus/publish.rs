@@ -1,5 +1,10 @@
 //! Publishing with publisher confirms, and dead-lettering poison messages.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use lapin::PublisherConfirm;
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Confirmation};
@@ -34,6 +39,44 @@ pub fn message_properties(headers: FieldTable) -> BasicProperties {
         .with_content_type("application/json".into())
         .with_delivery_mode(2)
         .with_headers(headers)
+}
+
+/// A publish whose frames are queued on its channel: awaiting it waits for them to be written,
+/// and then gives the confirm to wait for.
+pub type QueuedPublish<'a> =
+    Pin<Box<dyn Future<Output = lapin::Result<PublisherConfirm>> + Send + 'a>>;
+
+/// Starts a publish and returns once its frames are queued on the channel, before they are
+/// written, or the channel's error at once. Messages queued one after another go out in that
+/// order (each takes its delivery tag and queues its frames here), and lapin's I/O loop writes
+/// what has queued up together. Awaiting each `basic_publish` instead (which resolves only once
+/// its frames are written) costs a wake of that loop and a socket write per message: the outbox
+/// relay spent that on every task message and event.
+pub fn queue_publish<'a>(
+    channel: &'a Channel,
+    exchange: &str,
+    routing_key: &str,
+    options: BasicPublishOptions,
+    body: &'a [u8],
+    properties: BasicProperties,
+) -> lapin::Result<QueuedPublish<'a>> {
+    let mut publish: QueuedPublish<'a> = Box::pin(channel.basic_publish(
+        exchange.into(),
+        routing_key.into(),
+        options,
+        body,
+        properties,
+    ));
+    // `basic_publish` runs up to its wait for the write on its first poll: the frames are
+    // queued then. The waker given here is replaced by the caller's when it awaits.
+    match publish
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(Ok(confirm)) => Ok(Box::pin(std::future::ready(Ok(confirm)))),
+        Poll::Ready(Err(error)) => Err(error),
+        Poll::Pending => Ok(publish),
+    }
 }
 
 /// Publishes one message (mandatory, persistent) and waits for the broker's confirm. The channel

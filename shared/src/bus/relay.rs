@@ -23,7 +23,7 @@ use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 
-use super::publish::{BusError, check_confirmation, message_properties};
+use super::publish::{BusError, check_confirmation, message_properties, queue_publish};
 use super::{Broker, Topology};
 use crate::store::notify;
 use crate::store::outbox::{self, OutboxMessage};
@@ -284,10 +284,6 @@ fn expand(batch: &[OutboxMessage]) -> (Vec<Expanded<'_>>, Vec<i64>) {
     (expanded, broken)
 }
 
-/// Publishes every message (each at its time) before waiting for any confirm, and notes when
-/// each was confirmed, on the database's clock. Task messages are mandatory (a task that reaches
-/// no queue would be lost); events and commands may have no listener. Returns the ids confirmed, the ids to
-/// retry, and the channel error that ended the batch, if one did.
 /// What became of a batch: rows confirmed (with when), rows to retry, and the channel error that
 /// ended it, if one did.
 #[derive(Default)]
@@ -332,8 +328,8 @@ impl Outcomes {
     }
 }
 
-/// Publishes every message (each at its time) without waiting for confirms in between; confirms
-/// are noted as they arrive, also while later messages wait for their time. A row is published
+/// Publishes every message (each at its time) without waiting for its write or its confirm in
+/// between ([`queue_publish`]); confirms are noted as they arrive, also while later messages wait for their time. A row is published
 /// when all its messages are confirmed. Task messages are mandatory (a task that reaches no
 /// queue would be lost); events and commands may have no listener.
 async fn publish_batch(
@@ -402,24 +398,26 @@ async fn publish_batch(
             } else {
                 std::borrow::Cow::Borrowed(routing_key.as_ref())
             };
-            let sent = channel
-                .basic_publish(
-                    message.exchange.as_str().into(),
-                    routing_key.as_ref().into(),
-                    BasicPublishOptions {
-                        mandatory: message.exchange == tasks_exchange,
-                        ..BasicPublishOptions::default()
-                    },
-                    body.as_bytes(),
-                    message_properties(headers),
-                )
-                .await;
+            let sent = queue_publish(
+                channel,
+                &message.exchange,
+                routing_key.as_ref(),
+                BasicPublishOptions {
+                    mandatory: message.exchange == tasks_exchange,
+                    ..BasicPublishOptions::default()
+                },
+                body.as_bytes(),
+                message_properties(headers),
+            );
             match sent {
-                Ok(confirm) => confirms.push(async move {
-                    let outcome = match confirm.await {
-                        Ok(confirmation) => {
-                            check_confirmation(confirmation, &message.exchange, &routing_key)
-                        }
+                Ok(queued) => confirms.push(async move {
+                    let outcome = match queued.await {
+                        Ok(confirm) => match confirm.await {
+                            Ok(confirmation) => {
+                                check_confirmation(confirmation, &message.exchange, &routing_key)
+                            }
+                            Err(error) => Err(BusError::from(error)),
+                        },
                         Err(error) => Err(BusError::from(error)),
                     };
                     (index, outcome)
