@@ -1,7 +1,9 @@
 //! `chime bench submit --via amqp|http|batch --count N [--clients C]`: N noop submissions through
 //! one front door of a default `chime up` (started by the benchmark, on its own database and
-//! prefix), measured twice: accepted (every publish confirmed by the broker, or every HTTP answer
-//! received) and end to end (the first submission to the last task `succeeded`).
+//! prefix), measured three times from just before the first submission: accepted (every publish
+//! confirmed by the broker, or every HTTP answer received), recorded (the last task's creation)
+//! and end to end (the last task `succeeded`). The last two are on the database's clock, as
+//! `chime bench tasks` measures, so a poll's interval adds nothing to them.
 //!
 //! - `amqp`: published with ids to `<prefix>.submit` from one channel with confirms; the same
 //!   ids are then published again, and the run checks that they made no task.
@@ -14,6 +16,7 @@
 use std::time::{Duration, Instant};
 
 use chime_core::bus::Topology;
+use chime_core::bus::publish::queue_publish;
 use chime_core::config::Settings;
 use chime_core::model::NewTask;
 use chime_core::model::message::SubmitMessage;
@@ -148,6 +151,10 @@ async fn measure(
     let settings = installation.settings();
     let topology = Topology::new(settings.prefix.clone());
     let ids: Vec<Uuid> = (0..count).map(|_| Uuid::now_v7()).collect();
+    let db_started: f64 =
+        sqlx::query_scalar("SELECT extract(epoch FROM clock_timestamp())::float8")
+            .fetch_one(installation.store.pool())
+            .await?;
     let started = Instant::now();
     match via {
         Via::Amqp => publish(&settings.amqp_url, &topology, &ids).await?,
@@ -155,8 +162,15 @@ async fn measure(
         Via::Batch => post_batches(&http, base, &ids, clients).await?,
     }
     let accepted_s = started.elapsed().as_secs_f64();
-    let (recorded_s, end_to_end_s) =
-        wait_succeeded(installation, &http, base, via, count as i64, started).await?;
+    wait_succeeded(installation, &http, base, count as i64).await?;
+    let (last_created, last_finished): (f64, f64) = sqlx::query_as(
+        "SELECT extract(epoch FROM max(created_at))::float8,
+                extract(epoch FROM max(finished_at))::float8
+         FROM tasks",
+    )
+    .fetch_one(installation.store.pool())
+    .await?;
+    let (recorded_s, end_to_end_s) = (last_created - db_started, last_finished - db_started);
     let mean_batch = mean_batch(&http, base, via).await;
     let again_new_tasks = if via == Via::Amqp {
         // The same ids again, then one new: once it is a task, the others were taken (one
@@ -165,15 +179,7 @@ async fn measure(
         let mut again = ids.clone();
         again.push(sentinel);
         publish(&settings.amqp_url, &topology, &again).await?;
-        wait_succeeded(
-            installation,
-            &http,
-            base,
-            via,
-            count as i64 + 1,
-            Instant::now(),
-        )
-        .await?;
+        wait_succeeded(installation, &http, base, count as i64 + 1).await?;
         let tasks: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks")
             .fetch_one(installation.store.pool())
             .await?;
@@ -214,7 +220,10 @@ async fn mean_batch(http: &reqwest::Client, base: &str, via: Via) -> Option<f64>
     (count > 0.0).then(|| sum / count)
 }
 
-/// Publishes a noop submission per id, with confirms, waiting for them in windows.
+/// Publishes a noop submission per id, with confirms, waiting for them in windows of 1,000.
+/// Each window's publishes are queued on the channel before any is awaited
+/// ([`queue_publish`]), as a client that publishes a burst would: awaiting each one's write in
+/// turn made this process spend a tenth of the machine while it published.
 async fn publish(amqp_url: &str, topology: &Topology, ids: &[Uuid]) -> BenchResult<()> {
     let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
@@ -223,27 +232,30 @@ async fn publish(amqp_url: &str, topology: &Topology, ids: &[Uuid]) -> BenchResu
         .await?;
     let exchange = topology.submit_exchange();
     for window in ids.chunks(1000) {
-        let mut confirms = Vec::with_capacity(window.len());
-        for id in window {
-            let body = SubmitMessage(NewTask {
-                id: Some(*id),
-                kind: "noop".into(),
-                ..NewTask::default()
+        let bodies: Vec<Vec<u8>> = window
+            .iter()
+            .map(|id| {
+                SubmitMessage(NewTask {
+                    id: Some(*id),
+                    kind: "noop".into(),
+                    ..NewTask::default()
+                })
+                .encode()
             })
-            .encode();
-            let confirm = channel
-                .basic_publish(
-                    exchange.as_str().into(),
-                    exchange.as_str().into(),
-                    BasicPublishOptions::default(),
-                    &body,
-                    BasicProperties::default().with_delivery_mode(2),
-                )
-                .await?;
-            confirms.push(confirm);
+            .collect();
+        let mut queued = Vec::with_capacity(bodies.len());
+        for body in &bodies {
+            queued.push(queue_publish(
+                &channel,
+                &exchange,
+                &exchange,
+                BasicPublishOptions::default(),
+                body,
+                BasicProperties::default().with_delivery_mode(2),
+            )?);
         }
-        for confirm in confirms {
-            if !confirm.await?.is_ack() {
+        for publish in queued {
+            if !publish.await?.await?.is_ack() {
                 return Err("the broker refused a submission".into());
             }
         }
@@ -326,29 +338,16 @@ async fn post_batches(
         .map_err(|e: Box<dyn std::error::Error + Send + Sync>| e)
 }
 
-/// Waits until `n` tasks have succeeded; returns when all `n` submissions had been recorded and
-/// when the last had succeeded, in seconds from `started`. Both are read from the service's own
-/// counters, not by counting rows: a count of every task each 50 ms was about 5 % of
-/// PostgreSQL's statement time in the run it measured. The store confirms the end once.
+/// Waits until `n` tasks have succeeded, as the service's own counter says (a count of every
+/// task each 50 ms was about 5 % of PostgreSQL's statement time in the run it measured); the
+/// store confirms it once.
 async fn wait_succeeded(
     installation: &Installation,
     http: &reqwest::Client,
     base: &str,
-    via: Via,
     n: i64,
-    started: Instant,
-) -> BenchResult<(f64, f64)> {
+) -> BenchResult<()> {
     let deadline = Instant::now() + Duration::from_secs(600);
-    let recorded_metric = match via {
-        // Both counted after the commit.
-        Via::Amqp => Some("chime_worker_submissions_total"),
-        Via::Http => Some("chime_api_tasks_submitted_total"),
-        // Each request is answered after its commit: accepted is recorded.
-        Via::Batch => None,
-    };
-    let mut recorded_s = recorded_metric
-        .is_none()
-        .then(|| started.elapsed().as_secs_f64());
     loop {
         let text = http
             .get(format!("{base}/metrics"))
@@ -356,11 +355,6 @@ async fn wait_succeeded(
             .await?
             .text()
             .await?;
-        if let (None, Some(metric)) = (recorded_s, recorded_metric)
-            && metric_sum(&text, metric, None) >= n as f64
-        {
-            recorded_s = Some(started.elapsed().as_secs_f64());
-        }
         let done = metric_sum(
             &text,
             "chime_tasks_finished_total",
@@ -374,7 +368,6 @@ async fn wait_succeeded(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let end_to_end_s = started.elapsed().as_secs_f64();
     let succeeded: i64 =
         sqlx::query_scalar("SELECT count(*) FROM tasks WHERE status = 'succeeded'")
             .fetch_one(installation.store.pool())
@@ -384,7 +377,7 @@ async fn wait_succeeded(
             format!("the service counted {n} successes, the store holds {succeeded}").into(),
         );
     }
-    Ok((recorded_s.unwrap_or(end_to_end_s), end_to_end_s))
+    Ok(())
 }
 
 /// The sum of a metric's samples in Prometheus text, over the label sets that contain `label`

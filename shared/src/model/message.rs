@@ -139,10 +139,12 @@ impl SubmitMessage {
         }
     }
 
-    /// Encodes a submission as a client publishes it.
+    /// Encodes a submission as a client publishes it: the fields it sets (an absent field and a
+    /// null one mean the same), with the version.
     pub fn encode(&self) -> Vec<u8> {
         let mut value = serde_json::to_value(&self.0).unwrap_or_default();
         if let Some(fields) = value.as_object_mut() {
+            fields.retain(|_, field| !field.is_null());
             fields.insert("v".into(), MESSAGE_VERSION.into());
         }
         value.to_string().into_bytes()
@@ -208,6 +210,16 @@ mod tests {
         assert!(SubmitMessage::decode(br#"{"kind":"noop"}"#).is_err());
         assert!(SubmitMessage::decode(br#"{"v":1,"kind":"noop","bogus":1}"#).is_err());
         let round = SubmitMessage(task).encode();
-        assert_eq!(SubmitMessage::decode(&round).unwrap().kind, "noop");
+        let decoded = SubmitMessage::decode(&round).unwrap();
+        assert_eq!(
+            (decoded.kind.as_str(), decoded.group.as_deref()),
+            ("noop", Some("etl"))
+        );
+        let fields: serde_json::Value = serde_json::from_slice(&round).unwrap();
+        assert_eq!(
+            fields,
+            serde_json::json!({"v": 1, "kind": "noop", "group": "etl"}),
+            "only the fields it sets"
+        );
     }
 }
