@@ -10,7 +10,8 @@
 //!    the end of a database fault that covered it.
 //! 2. Tasks: every task ended and every accepted submission is a task; a task failed only as the
 //!    workload makes it fail (never: every job succeeds by its last attempt) or after an attempt
-//!    lost for a reason the ledger explains; killed only when a kill was asked for.
+//!    lost for a reason the ledger explains; killed only when a kill was asked for. A noop task
+//!    (nothing to run, never `running`) succeeded at its first attempt, with one attempt row.
 //! 3. Runs: the side-effect log and the attempts agree both ways (every attempt that ran a
 //!    command has its start, every start an attempt); no attempt started twice, and no task ran
 //!    two attempts at once, judged from the log; every attempt was closed, at most one
@@ -330,6 +331,22 @@ async fn every_task_ended(evidence: &Evidence<'_>, violations: &mut Vec<String>)
     for (id, status, reason, job) in unexplained {
         violations.push(format!(
             "2: task {id} ({job:?}) ended {status} ({reason:?}), which nothing in the run explains"
+        ));
+    }
+    // Nothing can happen to a noop while it "runs", so no fault may cost it an attempt.
+    let noops: Vec<(Uuid, String, i32, i64)> = sqlx::query_as(
+        "SELECT t.id, t.status, t.attempt, count(a.task_id)
+         FROM tasks t LEFT JOIN task_attempts a ON a.task_id = t.id
+         WHERE t.kind = 'noop'
+         GROUP BY t.id
+         HAVING t.status <> 'succeeded' OR t.attempt <> 1 OR count(a.task_id) <> 1",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    for (id, status, attempt, rows) in noops {
+        violations.push(format!(
+            "2: noop task {id} is {status} at attempt {attempt} with {rows} attempt rows, not \
+             succeeded at its first with one"
         ));
     }
     Ok(())

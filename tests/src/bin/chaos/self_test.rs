@@ -76,7 +76,7 @@ pub async fn run(evidence: &Evidence<'_>) -> Result<(Vec<String>, bool)> {
                 .with_context(|| format!("mending: {sql}"))?;
         }
     }
-    let expected = 11;
+    let expected = 12;
     if lines.len() < expected {
         all = false;
         lines.push(format!(
@@ -162,6 +162,20 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
             "UPDATE tasks SET status = 'succeeded', reason = {} WHERE id = '{id}'",
             reason(was)
         )],
+        log: LogChange::None,
+    }));
+    // 2: a noop task that took a second attempt.
+    let noop: Option<(Uuid,)> = one(
+        evidence,
+        "SELECT id FROM tasks WHERE kind = 'noop' AND status = 'succeeded' ORDER BY id LIMIT 1"
+            .into(),
+    )
+    .await?;
+    cases.push(noop.map(|(id,)| Case {
+        invariant: "2:",
+        what: "(a noop task at a second attempt)",
+        break_sql: vec![format!("UPDATE tasks SET attempt = 2 WHERE id = '{id}'")],
+        mend_sql: vec![format!("UPDATE tasks SET attempt = 1 WHERE id = '{id}'")],
         log: LogChange::None,
     }));
     // 3: the log and the attempts.
