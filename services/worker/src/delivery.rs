@@ -305,7 +305,9 @@ fn differs(message: &TaskMessage, recorded: &TaskMessage) -> Option<&'static str
 }
 
 /// An attempt with nothing to run, held by this worker: completed (`ready → succeeded`) in one
-/// commit, then acked; a message whose attempt was not ready goes where a start's would.
+/// commit, then acked; a message whose attempt was not ready goes where a start's would. A
+/// completion that committed while this worker saw an error is, asked again, no longer ready:
+/// the task is right and the delivery acked, and the counters count a duplicate.
 async fn complete(
     worker: &Worker,
     channel: &Channel,
@@ -322,11 +324,11 @@ async fn complete(
     match completed {
         Some(Some(status)) => {
             metrics::counter!("chime_worker_attempts_total", "outcome" => "succeeded").increment(1);
-            let labels = [
-                ("worker_group", message.group),
-                ("kind", message.kind),
-                ("outcome", status.as_str().to_string()),
-            ];
+            let labels = [("worker_group", message.group), ("kind", message.kind)];
+            // It ran for no time, and counts as an attempt that did.
+            metrics::histogram!("chime_attempt_duration_seconds", &labels).record(0.0);
+            let mut labels = labels.to_vec();
+            labels.push(("outcome", status.as_str().to_string()));
             metrics::counter!("chime_tasks_finished_total", &labels).increment(1);
             ack(&delivery).await;
         }
@@ -357,7 +359,7 @@ where
         match ask().await {
             Ok(started) => return Some(started),
             Err(error) => {
-                warn!(%error, ?delay, "cannot start the attempt; waiting for the database");
+                warn!(%error, ?delay, "cannot start or complete the attempt; waiting for the database");
                 metrics::counter!("chime_worker_database_waits_total").increment(1);
             }
         }

@@ -329,9 +329,10 @@ impl Outcomes {
 }
 
 /// Publishes every message (each at its time) without waiting for its write or its confirm in
-/// between ([`queue_publish`]); confirms are noted as they arrive, also while later messages wait for their time. A row is published
-/// when all its messages are confirmed. Task messages are mandatory (a task that reaches no
-/// queue would be lost); events and commands may have no listener.
+/// between ([`queue_publish`], at most [`QUEUED_WRITES`] unwritten); confirms are noted as they
+/// arrive, also while later messages wait for their time. A row is published when all its
+/// messages are confirmed. Task messages are mandatory (a task that reaches no queue would be
+/// lost); events and commands may have no listener.
 async fn publish_batch(
     channel: &Channel,
     topology: &Topology,
@@ -345,6 +346,8 @@ async fn publish_batch(
     let mut remaining: Vec<usize> = batch.iter().map(|r| r.messages.len()).collect();
     let mut errors: Vec<Option<BusError>> = batch.iter().map(|_| None).collect();
     let mut confirms = FuturesUnordered::new();
+    // Queued publishes whose writes are awaited in order, each with its row and route.
+    let mut writes = std::collections::VecDeque::new();
     let settle = |index: usize,
                   outcome: Result<(), BusError>,
                   remaining: &mut Vec<usize>,
@@ -410,18 +413,16 @@ async fn publish_batch(
                 message_properties(headers),
             );
             match sent {
-                Ok(queued) => confirms.push(async move {
-                    let outcome = match queued.await {
-                        Ok(confirm) => match confirm.await {
-                            Ok(confirmation) => {
-                                check_confirmation(confirmation, &message.exchange, &routing_key)
-                            }
-                            Err(error) => Err(BusError::from(error)),
-                        },
-                        Err(error) => Err(BusError::from(error)),
-                    };
-                    (index, outcome)
-                }),
+                Ok(queued) => {
+                    // Frames not yet written are held in memory: a large backlog goes out a
+                    // window at a time, not all queued at once.
+                    if writes.len() >= QUEUED_WRITES
+                        && let Some((i, exchange, key, write)) = writes.pop_front()
+                    {
+                        confirms.push(confirmed(i, exchange, key, write.await));
+                    }
+                    writes.push_back((index, message.exchange.as_str(), routing_key, queued));
+                }
                 Err(error) => {
                     // The row fails as a whole; its unsent messages will not be confirmed.
                     errors[index].get_or_insert(BusError::from(error.clone()));
@@ -434,10 +435,35 @@ async fn publish_batch(
             }
         }
     }
+    // Written in the order they were queued.
+    while let Some((i, exchange, key, write)) = writes.pop_front() {
+        confirms.push(confirmed(i, exchange, key, write.await));
+    }
     while let Some((done, outcome)) = confirms.next().await {
         settle(done, outcome, &mut remaining, &mut errors, &mut outcomes);
     }
     (outcomes.published, outcomes.failed, outcomes.broker_error)
+}
+
+/// Publishes queued on the channel whose frames may not be written yet, at most: past this the
+/// relay waits for the oldest to be written before it queues another.
+const QUEUED_WRITES: usize = 1000;
+
+/// The outcome of a written publish (its row's `index` with it), once the broker confirmed it.
+async fn confirmed(
+    index: usize,
+    exchange: &str,
+    routing_key: std::borrow::Cow<'_, str>,
+    written: lapin::Result<lapin::PublisherConfirm>,
+) -> (usize, Result<(), BusError>) {
+    let outcome = match written {
+        Ok(confirm) => match confirm.await {
+            Ok(confirmation) => check_confirmation(confirmation, exchange, &routing_key),
+            Err(error) => Err(BusError::from(error)),
+        },
+        Err(error) => Err(BusError::from(error)),
+    };
+    (index, outcome)
 }
 
 fn headers(message: &OutboxMessage) -> FieldTable {
