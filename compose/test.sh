@@ -38,7 +38,26 @@ api=http://127.0.0.1:8080
 say() { echo "compose/test.sh $mode: $*" >&2; }
 trap 'say "FAILED at line $LINENO"' ERR
 fail() { say "FAILED: $*"; "${compose[@]}" logs --tail 30 >&2 || true; exit 1; }
-cleanup() { "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true; }
+# `down -v`, bounded: Debian's Docker engine (20.10) once stopped answering in the middle of a
+# `down` after its containers had exited, and the run waited on it for good. A `down` that does
+# not end within 3 minutes while the engine no longer answers restarts the engine, then goes
+# again; what is left is judged after it, as always.
+down() {
+  timeout 180 "${compose[@]}" down -v --remove-orphans >/dev/null && return 0
+  if ! timeout 10 docker info >/dev/null 2>&1; then
+    say "the Docker engine stopped answering; restarting it"
+    pkill -x dockerd || true
+    for _ in $(seq 1 30); do pgrep -x dockerd >/dev/null || break; sleep 1; done
+    pkill -9 -x dockerd || true
+    sleep 1
+    # a killed engine leaves its pid file, and a new one refuses to start beside it
+    rm -f /var/run/docker.pid
+    scripts/ensure-docker >/dev/null
+  fi
+  sleep 2
+  timeout 180 "${compose[@]}" down -v --remove-orphans >/dev/null
+}
+cleanup() { down >/dev/null 2>&1 || true; }
 submitter=
 trap '[ -z "$submitter" ] || kill "$submitter" 2>/dev/null || true; cleanup; rm -rf "$runs"' EXIT
 
@@ -281,8 +300,7 @@ peak_rss
 
 # Docker can refuse a network's removal while a just-stopped container's endpoint is being
 # released ("has active endpoints"); a second `down` removes what is left.
-"${compose[@]}" down -v --remove-orphans >/dev/null \
-  || { sleep 2; "${compose[@]}" down -v --remove-orphans >/dev/null; }
+down
 left=$(docker ps -aq --filter "label=com.docker.compose.project=$project" | wc -l)
 volumes=$(docker volume ls -q --filter "label=com.docker.compose.project=$project" | wc -l)
 [ "$left" -eq 0 ] && [ "$volumes" -eq 0 ] || fail "down -v left $left containers and $volumes volumes"
