@@ -507,7 +507,10 @@ async fn a_scheduler_stops_promptly_while_the_database_is_away() -> Result<()> {
     )?;
     let stopped = tokio::time::timeout(std::time::Duration::from_secs(15), scheduler.wait()).await;
     pg.resume().await?;
+    let cleaned = env.cleanup().await;
+    // The private server goes too, whatever the outcome (it was left running after each run).
+    pg.destroy().await;
     let status = stopped.context("the scheduler did not stop within 15 s of SIGTERM")??;
     assert!(status.success(), "{status:?}");
-    env.cleanup().await
+    cleaned
 }
