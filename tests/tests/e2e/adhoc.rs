@@ -201,6 +201,22 @@ async fn the_same_task_message_delivered_twice_runs_once() -> Result<()> {
     env.cleanup().await
 }
 
+/// A confirming channel on which the installation's exchanges and the `default` group's queues
+/// are declared, for tests that publish task messages themselves.
+async fn default_group_channel(
+    env: &TestEnv,
+    topology: &Topology,
+) -> Result<(lapin::Connection, lapin::Channel)> {
+    let conn = env.amqp().await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    topology.declare(&channel).await?;
+    topology.declare_group(&channel, "default").await?;
+    Ok((conn, channel))
+}
+
 /// The database is the truth of what runs: a task message forged for a ready task (its id and
 /// attempt, another command) does not run and spends no attempt; the command the task's row
 /// records does, once, as attempt 1, and the forged message is dead-lettered with the reason.
@@ -220,13 +236,7 @@ async fn a_forged_task_message_runs_the_recorded_command_not_its_own() -> Result
     )
     .await?;
     // The forged message is in the queue before the genuine one (no relay runs yet).
-    let conn = env.amqp().await?;
-    let channel = conn.create_channel().await?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    topology.declare(&channel).await?;
-    topology.declare_group(&channel, "default").await?;
+    let (conn, channel) = default_group_channel(&env, &topology).await?;
     let forged = TaskMessage {
         v: 1,
         task_id: submitted.id,
@@ -278,13 +288,7 @@ async fn a_noop_task_completes_in_one_step_and_a_forgery_of_it_completes_nothing
         },
     )
     .await?;
-    let conn = env.amqp().await?;
-    let channel = conn.create_channel().await?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    topology.declare(&channel).await?;
-    topology.declare_group(&channel, "default").await?;
+    let (conn, channel) = default_group_channel(&env, &topology).await?;
     let genuine = TaskMessage {
         v: 1,
         task_id: submitted.id,
@@ -328,19 +332,9 @@ async fn a_noop_task_completes_in_one_step_and_a_forgery_of_it_completes_nothing
         FieldTable::default(),
     )
     .await?;
+    let inline_queue = topology.inline_queue("default");
     eventually("the copy to be taken from the queue", || async {
-        let depth = channel
-            .queue_declare(
-                topology.inline_queue("default").into(),
-                lapin::options::QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await?
-            .message_count();
-        Ok(depth == 0)
+        Ok(chime_tests::queue_depth(&channel, &inline_queue).await? == 0)
     })
     .await?;
     let attempts: Vec<(i32, Option<String>, Option<String>, bool)> = sqlx::query_as(
@@ -491,13 +485,7 @@ async fn a_task_of_another_group_forged_into_this_queue_never_runs_nor_spends_at
         .ok_or_else(|| anyhow::anyhow!("the task's row"))?;
     // A worker of the default group only.
     env.start(Services::WORKER).await?;
-    let conn = env.amqp().await?;
-    let channel = conn.create_channel().await?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    topology.declare(&channel).await?;
-    topology.declare_group(&channel, "default").await?;
+    let (conn, channel) = default_group_channel(&env, &topology).await?;
     let claiming_default = TaskMessage {
         group: "default".into(),
         ..copy.clone()

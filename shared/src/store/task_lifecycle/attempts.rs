@@ -121,6 +121,41 @@ macro_rules! attempt_end_effects {
     };
 }
 
+/// The batch of delivered messages as a CTE `wanted`: the columns of [`MessageColumns`], bound
+/// by [`MessageColumns::bind`] as `$1`–`$8`, and `$12` (the execute users).
+macro_rules! wanted_messages {
+    () => {
+        r#"
+        WITH wanted AS (
+            SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[],
+                                 $6::jsonb[], $7::bigint[], $8::bigint[], $12::text[])
+                AS w(id, attempt, worker_group, kind, spec, data, data_time_us, timeout_ms,
+                     execute_user)
+        "#
+    };
+}
+
+/// The rest of the condition under which an attempt of `wanted` (`w`) may leave `ready` for
+/// worker `$9` (after the task's id, attempt and status): its task's row `t` records what the
+/// message says, so a forged or stale message moves nothing, and the worker holds its lease.
+/// The start and the instant completion share it, so both check the same.
+macro_rules! message_matches_row_under_lease {
+    () => {
+        r#"
+              AND t.worker_group = w.worker_group AND t.kind = w.kind AND t.spec = w.spec
+              AND t.data = w.data AND t.timeout_ms IS NOT DISTINCT FROM w.timeout_ms
+              AND t.execute_user IS NOT DISTINCT FROM w.execute_user
+              AND t.data_time IS NOT DISTINCT FROM
+                  timestamptz 'epoch' + w.data_time_us * interval '1 microsecond'
+              -- a worker declared dead, or whose lease ran out, moves nothing until its
+              -- heartbeat renews the lease
+              AND EXISTS (SELECT 1 FROM workers k
+                          WHERE k.id = $9 AND k.status IN ('online', 'draining')
+                            AND coalesce(k.lease_expires_at, 'infinity') > now())
+        "#
+    };
+}
+
 /// `ready → running` for exactly these attempts, recording the worker (the attempt's own row is
 /// written when it ends), in one statement. Each attempt is asked for by its message, as
 /// delivered: it starts only if its task's row records the same attempt with the same group,
@@ -139,30 +174,20 @@ pub async fn start_attempts(
 ) -> Result<Vec<TaskMessage>, StoreError> {
     let c = MessageColumns::of(messages);
     let mut tx = begin_by_key(store, "starting attempts").await?;
-    let started: Vec<MessageParts> = sqlx::query_as(
-        r#"
-        WITH wanted AS (
-            SELECT * FROM UNNEST($1::uuid[], $2::int[], $4::text[], $5::text[], $6::jsonb[],
-                                 $7::jsonb[], $8::bigint[], $9::bigint[], $10::text[])
-                AS w(id, attempt, worker_group, kind, spec, data, data_time_us, timeout_ms,
-                     execute_user)
+    let started: Vec<MessageParts> = c
+        .bind_to(sqlx::query_as(concat!(
+            wanted_messages!(),
+            r#"
         ), moved AS (
-            UPDATE tasks t SET status = 'running', worker_id = $3, started_at = now()
+            UPDATE tasks t SET status = 'running', worker_id = $9, started_at = now()
             FROM wanted w
             -- The statuses come as parameters so that the plan cannot read the tasks through
             -- a status index: after a burst of submissions that walks every ready task on each
             -- start; by the primary key it reads only the batch's.
-            WHERE t.id = ANY($1) AND t.id = w.id AND t.attempt = w.attempt AND t.status = $11
-              AND t.worker_group = w.worker_group AND t.kind = w.kind AND t.spec = w.spec
-              AND t.data = w.data AND t.timeout_ms IS NOT DISTINCT FROM w.timeout_ms
-              AND t.execute_user IS NOT DISTINCT FROM w.execute_user
-              AND t.data_time IS NOT DISTINCT FROM
-                  timestamptz 'epoch' + w.data_time_us * interval '1 microsecond'
-              -- a worker declared dead, or whose lease ran out, starts nothing until its
-              -- heartbeat renews the lease
-              AND EXISTS (SELECT 1 FROM workers k
-                          WHERE k.id = $3 AND k.status IN ('online', 'draining')
-                            AND coalesce(k.lease_expires_at, 'infinity') > now())
+            WHERE t.id = ANY($1) AND t.id = w.id AND t.attempt = w.attempt AND t.status = $10
+            "#,
+            message_matches_row_under_lease!(),
+            r#"
             RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
                       t.timeout_ms, t.execute_user
         )
@@ -177,24 +202,16 @@ pub async fn start_attempts(
                t.timeout_ms, t.execute_user
         FROM tasks t
         WHERE t.id = ANY($1) AND (t.id, t.attempt) IN (SELECT id, attempt FROM wanted)
-          AND t.status = $12 AND t.worker_id = $3
-        "#,
-    )
-    .bind(&c.ids)
-    .bind(&c.attempts)
-    .bind(worker.id)
-    .bind(&c.groups)
-    .bind(&c.kinds)
-    .bind(&c.specs)
-    .bind(&c.datas)
-    .bind(&c.data_times)
-    .bind(&c.timeouts)
-    .bind(&c.users)
-    .bind(TaskStatus::Ready.as_str())
-    .bind(TaskStatus::Running.as_str())
-    .fetch_all(&mut *tx)
-    .await
-    .context("starting attempts")?;
+          AND t.status = $11 AND t.worker_id = $9
+        "#
+        )))
+        .bind(worker.id)
+        .bind(TaskStatus::Ready.as_str())
+        .bind(TaskStatus::Running.as_str())
+        .bind(&c.users)
+        .fetch_all(&mut *tx)
+        .await
+        .context("starting attempts")?;
     tx.commit().await.context("committing started attempts")?;
     Ok(started.iter().map(|p| p.message(p.attempt)).collect())
 }
@@ -214,6 +231,23 @@ struct MessageColumns<'a> {
 }
 
 impl<'a> MessageColumns<'a> {
+    /// Binds the columns to `query` as `$1`–`$8` of a `wanted_messages!` statement (the execute users,
+    /// `$12`, are bound in their turn).
+    fn bind_to<'q, O>(
+        &'q self,
+        query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+        query
+            .bind(&self.ids)
+            .bind(&self.attempts)
+            .bind(&self.groups)
+            .bind(&self.kinds)
+            .bind(&self.specs)
+            .bind(&self.datas)
+            .bind(&self.data_times)
+            .bind(&self.timeouts)
+    }
+
     fn of(messages: &'a [TaskMessage]) -> Self {
         Self {
             ids: messages.iter().map(|m| m.task_id).collect(),
@@ -251,13 +285,10 @@ pub async fn complete_instant_attempts(
 ) -> Result<Vec<((Uuid, i32), TaskStatus)>, StoreError> {
     let c = MessageColumns::of(messages);
     let mut tx = begin_by_key(store, "completing instant attempts").await?;
-    let moved: Vec<(Uuid, i32, String)> = sqlx::query_as(concat!(
-        r#"
-        WITH wanted AS (
-            SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[],
-                                 $6::jsonb[], $7::bigint[], $8::bigint[], $12::text[])
-                AS w(id, attempt, worker_group, kind, spec, data, data_time_us, timeout_ms,
-                     execute_user)
+    let moved: Vec<(Uuid, i32, String)> = c
+        .bind_to(sqlx::query_as(concat!(
+            wanted_messages!(),
+            r#"
         ), done AS (
             UPDATE tasks t SET status = 'succeeded', worker_id = $9, started_at = now(),
                                finished_at = now(), next_attempt_at = NULL, reason = NULL,
@@ -265,37 +296,24 @@ pub async fn complete_instant_attempts(
             FROM wanted w
             -- as in the start statement: by primary key, the status a parameter
             WHERE t.id = ANY($1) AND t.id = w.id AND t.attempt = w.attempt AND t.status = $13
-              AND t.worker_group = w.worker_group AND t.kind = w.kind AND t.spec = w.spec
-              AND t.data = w.data AND t.timeout_ms IS NOT DISTINCT FROM w.timeout_ms
-              AND t.execute_user IS NOT DISTINCT FROM w.execute_user
-              AND t.data_time IS NOT DISTINCT FROM
-                  timestamptz 'epoch' + w.data_time_us * interval '1 microsecond'
-              AND EXISTS (SELECT 1 FROM workers k
-                          WHERE k.id = $9 AND k.status IN ('online', 'draining')
-                            AND coalesce(k.lease_expires_at, 'infinity') > now())
+            "#,
+            message_matches_row_under_lease!(),
+            r#"
             RETURNING t.id, t.attempt, t.job_id, t.status, t.worker_group, t.data_time,
                       'succeeded'::text AS outcome, t.reason, NULL::int AS exit_code,
                       NULL::text AS error, t.result, now() AS at, t.started_at
         "#,
-        attempt_end_effects!()
-    ))
-    .bind(&c.ids)
-    .bind(&c.attempts)
-    .bind(&c.groups)
-    .bind(&c.kinds)
-    .bind(&c.specs)
-    .bind(&c.datas)
-    .bind(&c.data_times)
-    .bind(&c.timeouts)
-    .bind(worker.id)
-    .bind(topology.events_exchange())
-    .bind(&worker.name)
-    .bind(&c.users)
-    .bind(TaskStatus::Ready.as_str())
-    .bind(Json(TaskResult::default()))
-    .fetch_all(&mut *tx)
-    .await
-    .context("completing instant attempts")?;
+            attempt_end_effects!()
+        )))
+        .bind(worker.id)
+        .bind(topology.events_exchange())
+        .bind(&worker.name)
+        .bind(&c.users)
+        .bind(TaskStatus::Ready.as_str())
+        .bind(Json(TaskResult::default()))
+        .fetch_all(&mut *tx)
+        .await
+        .context("completing instant attempts")?;
     tx.commit()
         .await
         .context("committing completed instant attempts")?;
