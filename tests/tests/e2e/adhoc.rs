@@ -272,8 +272,8 @@ async fn a_forged_task_message_runs_the_recorded_command_not_its_own() -> Result
 
 /// A noop task without a sleep has nothing to run: its worker records it succeeded in one
 /// statement, checked as a start is. A forged message for it (another `data`) completes nothing
-/// (dead-lettered, or dropped as a duplicate); the genuine one succeeds as attempt 1, with its one attempt row naming
-/// the worker, and a copy of it published again makes no second attempt.
+/// (dead-lettered, or dropped as a duplicate); the genuine one succeeds as attempt 1, with its
+/// one attempt row naming the worker, and a copy of it published again makes no second attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_noop_task_completes_in_one_step_and_a_forgery_of_it_completes_nothing() -> Result<()> {
     let mut env = TestEnv::new().await?;
