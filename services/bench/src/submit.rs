@@ -6,8 +6,8 @@
 //! end to end (the last task `succeeded`). End to end is on the database's clock, as `chime
 //! bench tasks` measures, so a poll's interval adds nothing to it.
 //!
-//! - `amqp`: published with ids to `<prefix>.submit` from one channel with confirms; the same
-//!   ids are then published again, and the run checks that they made no task.
+//! - `amqp`: published with ids to `<prefix>.submit` from one channel with confirms, at most
+//!   1,000 unconfirmed at a time; the same ids are then published again, and the run checks that they made no task.
 //! - `http`: single `POST /api/v1/tasks` requests from C keep-alive clients.
 //! - `batch`: `POST /api/v1/tasks/batch` with 1,000 submissions each, from C clients.
 //!
@@ -232,6 +232,18 @@ async fn mean_batch(http: &reqwest::Client, base: &str, via: Via) -> Option<f64>
 /// Each window's publishes are queued on the channel before any is awaited
 /// ([`queue_publish`]), as a client that publishes a burst would: awaiting each one's write in
 /// turn made this process spend a tenth of the machine while it published.
+/// Publishes the AMQP door's benchmark keeps unconfirmed at most.
+const UNCONFIRMED: usize = 1000;
+
+/// Waits for a queued publish's confirm: an error unless the broker took the message.
+async fn confirmed(publish: chime_core::bus::publish::QueuedPublish<'_>) -> BenchResult<()> {
+    if publish.await?.await?.is_ack() {
+        Ok(())
+    } else {
+        Err("the broker refused a submission".into())
+    }
+}
+
 async fn publish(amqp_url: &str, topology: &Topology, ids: &[Uuid]) -> BenchResult<()> {
     let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
@@ -239,34 +251,37 @@ async fn publish(amqp_url: &str, topology: &Topology, ids: &[Uuid]) -> BenchResu
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     let exchange = topology.submit_exchange();
-    for window in ids.chunks(1000) {
-        let bodies: Vec<Vec<u8>> = window
-            .iter()
-            .map(|id| {
-                SubmitMessage(NewTask {
-                    id: Some(*id),
-                    kind: "noop".into(),
-                    ..NewTask::default()
-                })
-                .encode()
+    let bodies: Vec<Vec<u8>> = ids
+        .iter()
+        .map(|id| {
+            SubmitMessage(NewTask {
+                id: Some(*id),
+                kind: "noop".into(),
+                ..NewTask::default()
             })
-            .collect();
-        let mut queued = Vec::with_capacity(bodies.len());
-        for body in &bodies {
-            queued.push(queue_publish(
-                &channel,
-                &exchange,
-                &exchange,
-                BasicPublishOptions::default(),
-                body,
-                BasicProperties::default().with_delivery_mode(2),
-            )?);
+            .encode()
+        })
+        .collect();
+    // A sliding window, as a publisher that keeps the broker busy does: the next publish goes
+    // out as soon as the oldest is confirmed, not after the whole window was.
+    let mut unconfirmed = std::collections::VecDeque::with_capacity(UNCONFIRMED);
+    for body in &bodies {
+        if unconfirmed.len() == UNCONFIRMED
+            && let Some(oldest) = unconfirmed.pop_front()
+        {
+            confirmed(oldest).await?;
         }
-        for publish in queued {
-            if !publish.await?.await?.is_ack() {
-                return Err("the broker refused a submission".into());
-            }
-        }
+        unconfirmed.push_back(queue_publish(
+            &channel,
+            &exchange,
+            &exchange,
+            BasicPublishOptions::default(),
+            body,
+            BasicProperties::default().with_delivery_mode(2),
+        )?);
+    }
+    for publish in unconfirmed {
+        confirmed(publish).await?;
     }
     let _ = conn.close(200, "done".into()).await;
     Ok(())
