@@ -125,9 +125,6 @@ pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5s";
 /// its connections back to the server's budget soon after.
 pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long a pooled connection may sit idle before it is pinged when handed out.
-const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
-
 /// The job store of one chime process.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -215,18 +212,6 @@ impl Store {
             .min_connections(0)
             .idle_timeout(IDLE_CONNECTION_TIMEOUT)
             .acquire_timeout(acquire_timeout)
-            // sqlx pings every connection it hands out, a round trip before each statement;
-            // one used within the last second is alive as far as a ping could tell (PostgreSQL
-            // can go away after a ping as well as after a statement), so only an idle one is.
-            .test_before_acquire(false)
-            .before_acquire(|connection, meta| {
-                Box::pin(async move {
-                    if meta.idle_for >= PING_IDLE_AFTER {
-                        connection.ping().await?;
-                    }
-                    Ok(true)
-                })
-            })
             .connect_with(options)
             .await
             .context("connecting to PostgreSQL")?;
