@@ -7,17 +7,19 @@
 //! bench tasks` measures, so a poll's interval adds nothing to it.
 //!
 //! - `amqp`: published with ids to `<prefix>.submit` from one channel with confirms, at most
-//!   1,000 unconfirmed at a time; the same ids are then published again, and the run checks that they made no task.
+//!   1,000 unconfirmed at a time; the same ids are then published again, and the run checks
+//!   that they made no task.
 //! - `http`: single `POST /api/v1/tasks` requests from C keep-alive clients.
 //! - `batch`: `POST /api/v1/tasks/batch` with 1,000 submissions each, from C clients.
 //!
 //! `CHIME_BENCH_UP_BIN=PATH` starts another build's `chime up` instead of this binary's, to
 //! measure an earlier commit through the same doors.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use chime_core::bus::Topology;
-use chime_core::bus::publish::queue_publish;
+use chime_core::bus::publish::{QueuedPublish, queue_publish};
 use chime_core::config::Settings;
 use chime_core::model::NewTask;
 use chime_core::model::message::SubmitMessage;
@@ -228,15 +230,11 @@ async fn mean_batch(http: &reqwest::Client, base: &str, via: Via) -> Option<f64>
     (count > 0.0).then(|| sum / count)
 }
 
-/// Publishes a noop submission per id, with confirms, waiting for them in windows of 1,000.
-/// Each window's publishes are queued on the channel before any is awaited
-/// ([`queue_publish`]), as a client that publishes a burst would: awaiting each one's write in
-/// turn made this process spend a tenth of the machine while it published.
 /// Publishes the AMQP door's benchmark keeps unconfirmed at most.
 const UNCONFIRMED: usize = 1000;
 
 /// Waits for a queued publish's confirm: an error unless the broker took the message.
-async fn confirmed(publish: chime_core::bus::publish::QueuedPublish<'_>) -> BenchResult<()> {
+async fn confirmed(publish: QueuedPublish<'_>) -> BenchResult<()> {
     if publish.await?.await?.is_ack() {
         Ok(())
     } else {
@@ -244,6 +242,10 @@ async fn confirmed(publish: chime_core::bus::publish::QueuedPublish<'_>) -> Benc
     }
 }
 
+/// Publishes a noop submission per id, with confirms, keeping at most [`UNCONFIRMED`] of them
+/// unconfirmed. Publishes are queued on the channel without awaiting their writes
+/// ([`queue_publish`]), as a client that publishes a burst would: awaiting each one's write in
+/// turn made this process spend a tenth of the machine while it published.
 async fn publish(amqp_url: &str, topology: &Topology, ids: &[Uuid]) -> BenchResult<()> {
     let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
@@ -264,7 +266,7 @@ async fn publish(amqp_url: &str, topology: &Topology, ids: &[Uuid]) -> BenchResu
         .collect();
     // A sliding window, as a publisher that keeps the broker busy does: the next publish goes
     // out as soon as the oldest is confirmed, not after the whole window was.
-    let mut unconfirmed = std::collections::VecDeque::with_capacity(UNCONFIRMED);
+    let mut unconfirmed = VecDeque::with_capacity(UNCONFIRMED);
     for body in &bodies {
         if unconfirmed.len() == UNCONFIRMED
             && let Some(oldest) = unconfirmed.pop_front()
