@@ -6,9 +6,17 @@
 //! while the committers are busy and the next commit takes them all: the window is the previous
 //! commit, with no timer to wait on. Each request is answered only after its own row committed;
 //! an unknown kind or group fails that request alone.
+//!
+//! The worker group a (kind, group) goes to is looked up once and used again for
+//! [`ROUTE_TTL`]: the lookup was a second round trip on every commit's way, and it cost the door
+//! a fifth of its rate. Only a route found is kept (an unknown kind or group is looked up each
+//! time, so a worker that starts offering a kind is seen at once); a kind route or worker group
+//! changed through this API is seen at once ([`Submissions::forget_routes`]), through another
+//! process within [`ROUTE_TTL`].
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use chime_core::bus::Topology;
@@ -25,6 +33,41 @@ pub const MAX_BATCH: usize = 1000;
 /// Commits in flight at once: one being written while the next batch gathers, and a spare.
 const COMMITTERS: usize = 2;
 
+/// How long a route found for a (kind, group) is used without looking it up again.
+pub const ROUTE_TTL: Duration = Duration::from_secs(1);
+
+/// The routes found lately: (kind, explicit group) → (when found, the worker group).
+type RouteKey = (String, Option<String>);
+#[derive(Debug, Default)]
+struct Routes(Mutex<HashMap<RouteKey, (Instant, String)>>);
+
+impl Routes {
+    fn fresh(&self, kind: &str, group: Option<&str>) -> Option<String> {
+        let routes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        routes
+            .get(&(kind.to_string(), group.map(str::to_string)))
+            .filter(|(found, _)| found.elapsed() < ROUTE_TTL)
+            .map(|(_, routed)| routed.clone())
+    }
+
+    fn keep(&self, kind: &str, group: Option<&str>, found: Instant, routed: &str) {
+        let mut routes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // Kinds come from clients: what is stale goes, so the map holds a second's worth.
+        routes.retain(|_, (at, _)| at.elapsed() < ROUTE_TTL);
+        routes.insert(
+            (kind.to_string(), group.map(str::to_string)),
+            (found, routed.to_string()),
+        );
+    }
+
+    fn forget(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
 /// A submission's answer: whether it made the task (false: the id existed), and the task.
 pub type Answer = Result<(bool, TaskView), ApiError>;
 
@@ -32,16 +75,24 @@ pub type Answer = Result<(bool, TaskView), ApiError>;
 #[derive(Clone, Debug)]
 pub struct Submissions {
     queue: mpsc::UnboundedSender<(NewTask, oneshot::Sender<Answer>)>,
+    routes: Arc<Routes>,
 }
 
 impl Submissions {
     /// Starts the loop that commits what is queued; it ends when every handle is dropped.
     pub fn start(store: Store, topology: Topology) -> Self {
         let (queue, pending) = mpsc::unbounded_channel();
+        let routes = Arc::new(Routes::default());
         tokio::spawn(
-            commit_loop(store, topology, pending).instrument(info_span!("submission_commits")),
+            commit_loop(store, topology, routes.clone(), pending)
+                .instrument(info_span!("submission_commits")),
         );
-        Self { queue }
+        Self { queue, routes }
+    }
+
+    /// Drops the routes kept: this API changed a kind route or a worker group.
+    pub fn forget_routes(&self) {
+        self.routes.forget();
     }
 
     /// Writes `task` (checked already) with whatever else is queued, and answers once it is
@@ -62,6 +113,7 @@ fn stopped() -> ApiError {
 async fn commit_loop(
     store: Store,
     topology: Topology,
+    routes: Arc<Routes>,
     mut pending: mpsc::UnboundedReceiver<(NewTask, oneshot::Sender<Answer>)>,
 ) {
     let committers = Arc::new(Semaphore::new(COMMITTERS));
@@ -81,10 +133,10 @@ async fn commit_loop(
             }
         }
         metrics::histogram!("chime_api_submission_batch_size").record(batch.len() as f64);
-        let (store, topology) = (store.clone(), topology.clone());
+        let (store, topology, routes) = (store.clone(), topology.clone(), routes.clone());
         tokio::spawn(
             async move {
-                commit(&store, &topology, batch).await;
+                commit(&store, &topology, &routes, batch).await;
                 drop(committer);
             }
             .in_current_span(),
@@ -96,11 +148,11 @@ async fn commit_loop(
 async fn commit(
     store: &Store,
     topology: &Topology,
+    routes: &Routes,
     batch: Vec<(NewTask, oneshot::Sender<Answer>)>,
 ) {
     let (tasks, answers): (Vec<NewTask>, Vec<oneshot::Sender<Answer>>) = batch.into_iter().unzip();
-    let refs: Vec<&NewTask> = tasks.iter().collect();
-    let groups = match task_lifecycle::route_submissions(store, &refs).await {
+    let groups = match route(store, routes, &tasks).await {
         Ok(groups) => groups,
         Err(error) => return fail_all(answers, &error),
     };
@@ -154,6 +206,48 @@ async fn commit(
     for (submission, answer) in submitted.into_iter().zip(waiting) {
         let _ = answer.send(shown(store, submission, &mut views).await);
     }
+}
+
+/// The worker group of each task, in order: a route kept from the last [`ROUTE_TTL`], else
+/// looked up (one lookup for every task without one), and kept if found.
+async fn route(
+    store: &Store,
+    routes: &Routes,
+    tasks: &[NewTask],
+) -> Result<Vec<Result<String, StoreError>>, StoreError> {
+    let mut groups: Vec<Option<Result<String, StoreError>>> = tasks
+        .iter()
+        .map(|task| routes.fresh(&task.kind, task.group.as_deref()).map(Ok))
+        .collect();
+    let unrouted: Vec<&NewTask> = tasks
+        .iter()
+        .zip(&groups)
+        .filter(|(_, group)| group.is_none())
+        .map(|(task, _)| task)
+        .collect();
+    if !unrouted.is_empty() {
+        let asked = Instant::now();
+        let found = task_lifecycle::route_submissions(store, &unrouted).await?;
+        let mut found = found.into_iter();
+        for (task, group) in tasks.iter().zip(groups.iter_mut()) {
+            if group.is_none() {
+                let routed = found.next().unwrap_or_else(|| Err(stopped_routing()));
+                if let Ok(routed) = &routed {
+                    routes.keep(&task.kind, task.group.as_deref(), asked, routed);
+                }
+                *group = Some(routed);
+            }
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|group| group.unwrap_or_else(|| Err(stopped_routing())))
+        .collect())
+}
+
+/// What a task without a route is given if the lookup answered fewer than asked (it cannot).
+fn stopped_routing() -> StoreError {
+    StoreError::Invalid("the submission could not be routed".into())
 }
 
 /// The answer for one submission: the task as its insert wrote it, or, when it existed already

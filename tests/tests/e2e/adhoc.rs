@@ -630,3 +630,45 @@ async fn the_cli_takes_short_ids_and_waits_with_the_tasks_exit_code() -> Result<
     assert!(String::from_utf8(out.stdout)?.contains("drain requested"));
     env.cleanup().await
 }
+
+/// The API keeps the worker group it found for a kind for a second, yet a kind route set or
+/// removed through it applies to the very next `POST /api/v1/tasks`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_route_changed_through_the_api_applies_to_the_next_submission() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let api = env.api_url().to_string();
+    let client = chime_tests::http();
+    let submit_noop = || async {
+        let task: serde_json::Value = client
+            .post(format!("{api}/api/v1/tasks"))
+            .json(&serde_json::json!({"kind": "noop"}))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        anyhow::Ok(task["group"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(submit_noop().await?, "default");
+    client
+        .post(format!("{api}/api/v1/worker-groups"))
+        .json(&serde_json::json!({"name": "etl"}))
+        .send()
+        .await?
+        .error_for_status()?;
+    client
+        .put(format!("{api}/api/v1/kind-routes/noop"))
+        .json(&serde_json::json!({"worker_group": "etl"}))
+        .send()
+        .await?
+        .error_for_status()?;
+    assert_eq!(submit_noop().await?, "etl");
+    client
+        .delete(format!("{api}/api/v1/kind-routes/noop"))
+        .send()
+        .await?
+        .error_for_status()?;
+    assert_eq!(submit_noop().await?, "default");
+    env.cleanup().await
+}

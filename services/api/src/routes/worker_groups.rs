@@ -52,5 +52,6 @@ pub async fn delete_group(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     worker_groups::delete(&state.store, &name).await?;
+    state.submissions.forget_routes();
     Ok(StatusCode::NO_CONTENT)
 }

@@ -85,6 +85,7 @@ pub async fn set_kind_route(
         worker_group: body.worker_group,
     };
     kind_routes::set(&state.store, &route).await?;
+    state.submissions.forget_routes();
     Ok(Json(route))
 }
 
@@ -102,5 +103,6 @@ pub async fn delete_kind_route(
     Path(kind): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     kind_routes::delete(&state.store, &kind).await?;
+    state.submissions.forget_routes();
     Ok(StatusCode::NO_CONTENT)
 }
