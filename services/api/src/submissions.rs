@@ -36,35 +36,53 @@ const COMMITTERS: usize = 2;
 /// How long a route found for a (kind, group) is used without looking it up again.
 pub const ROUTE_TTL: Duration = Duration::from_secs(1);
 
-/// The routes found lately: (kind, explicit group) → (when found, the worker group).
+/// A route's (kind, explicit group).
 type RouteKey = (String, Option<String>);
+/// How many times the routes were forgotten, and the routes kept since: (kind, explicit group) →
+/// (when found, the worker group).
+type Kept = (u64, HashMap<RouteKey, (Instant, String)>);
+
+/// The routes found lately. A lookup that began before a forget is not kept after it: it may
+/// have read the route that was changed.
 #[derive(Debug, Default)]
-struct Routes(Mutex<HashMap<RouteKey, (Instant, String)>>);
+struct Routes(Mutex<Kept>);
 
 impl Routes {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn fresh(&self, kind: &str, group: Option<&str>) -> Option<String> {
-        let routes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        routes
+        self.kept()
+            .1
             .get(&(kind.to_string(), group.map(str::to_string)))
             .filter(|(found, _)| found.elapsed() < ROUTE_TTL)
             .map(|(_, routed)| routed.clone())
     }
 
-    fn keep(&self, kind: &str, group: Option<&str>, found: Instant, routed: &str) {
-        let mut routes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+    /// How many times the routes were forgotten so far.
+    fn forgotten(&self) -> u64 {
+        self.kept().0
+    }
+
+    /// Keeps a route found by a lookup that began when [`Routes::forgotten`] said `forgotten`.
+    fn keep(&self, forgotten: u64, kind: &str, group: Option<&str>, found: Instant, routed: &str) {
+        let mut kept = self.kept();
+        if kept.0 != forgotten {
+            return;
+        }
         // Kinds come from clients: what is stale goes, so the map holds a second's worth.
-        routes.retain(|_, (at, _)| at.elapsed() < ROUTE_TTL);
-        routes.insert(
+        kept.1.retain(|_, (at, _)| at.elapsed() < ROUTE_TTL);
+        kept.1.insert(
             (kind.to_string(), group.map(str::to_string)),
             (found, routed.to_string()),
         );
     }
 
     fn forget(&self) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        let mut kept = self.kept();
+        kept.0 += 1;
+        kept.1.clear();
     }
 }
 
@@ -226,14 +244,14 @@ async fn route(
         .map(|(task, _)| task)
         .collect();
     if !unrouted.is_empty() {
-        let asked = Instant::now();
+        let (asked, forgotten) = (Instant::now(), routes.forgotten());
         let found = task_lifecycle::route_submissions(store, &unrouted).await?;
         let mut found = found.into_iter();
         for (task, group) in tasks.iter().zip(groups.iter_mut()) {
             if group.is_none() {
                 let routed = found.next().unwrap_or_else(|| Err(stopped_routing()));
                 if let Ok(routed) = &routed {
-                    routes.keep(&task.kind, task.group.as_deref(), asked, routed);
+                    routes.keep(forgotten, &task.kind, task.group.as_deref(), asked, routed);
                 }
                 *group = Some(routed);
             }
