@@ -8,6 +8,9 @@ use crate::bus::{Broker, OutboxRelay, Topology};
 use crate::config::Settings;
 use crate::store::{Store, StoreError};
 
+/// How long each step of [`Node::stopped`] may take.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -87,10 +90,26 @@ impl Node {
 
     /// Stops the relay and the broker connection, and closes the pool. Call it once the services
     /// running on the node have stopped.
+    ///
+    /// Each step waits at most [`STOP_WAIT`]: a relay round on a database that does not answer,
+    /// or a connection still held by a task that outlived its service (`close` waits for every
+    /// connection to come back), must not keep the process from ending. What the relay leaves
+    /// in the outbox, another relay publishes.
     pub async fn stopped(self) {
         self.stop.cancel();
-        let _ = self.relay.await;
-        self.store.close().await;
+        let mut relay = self.relay;
+        if tokio::time::timeout(STOP_WAIT, &mut relay).await.is_err() {
+            tracing::warn!(
+                "the outbox relay did not stop in time; leaving its rows to another relay"
+            );
+            relay.abort();
+        }
+        if tokio::time::timeout(STOP_WAIT, self.store.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("database connections still in use at shutdown; closing without them");
+        }
     }
 }
 

@@ -58,6 +58,19 @@ pub fn broker_user() -> String {
         .unwrap_or_else(|| "guest".into())
 }
 
+/// Sends the in-process services' logs (warnings and errors, or what `RUST_LOG` asks for) to the
+/// running test's captured output, which the harness shows when the test fails: a failure then
+/// says what the services saw. Once per test process.
+fn capture_service_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .with_ansi(false)
+        .try_init();
+}
+
 /// A test's isolated installation: a database and an AMQP prefix of its own.
 pub struct TestEnv {
     /// Settings pointing at the test's database and prefix.
@@ -80,6 +93,7 @@ impl TestEnv {
 
     /// Like [`TestEnv::new`], with the services' AMQP connection going to `amqp_url` (a proxy).
     pub async fn with_amqp_url(pg_server: &str, amqp_url: &str) -> Result<Self> {
+        capture_service_logs();
         let id = Uuid::now_v7().simple().to_string();
         let suffix = &id[id.len() - 12..];
         let database = format!("chime_test_{suffix}");

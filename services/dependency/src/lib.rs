@@ -31,6 +31,9 @@ use tracing::{Instrument, info, info_span, warn};
 /// How many events are handled at once.
 const CONCURRENCY: u16 = 16;
 
+/// How long an event in hand at shutdown may still take before it goes back to the queue.
+const HANDLING_GRACE: Duration = Duration::from_secs(5);
+
 /// Runs the dependency service on `node` until `shutdown`, then finishes the events in hand.
 pub async fn run(node: &Node, shutdown: CancellationToken) {
     chime_core::telemetry::catalog::register_at_zero(
@@ -146,8 +149,28 @@ async fn consume(node: &Node, shutdown: CancellationToken) {
                     // prefetch fills and the broker stops delivering, so no requeue loop spends
                     // the queue's delivery limit. At shutdown it goes back to the queue.
                     let mut delay = Duration::from_millis(100);
+                    let requeue = BasicNackOptions {
+                        requeue: true,
+                        ..BasicNackOptions::default()
+                    };
                     loop {
-                        match advance::on_event(&store, &topology, &event).await {
+                        // An advance under way at shutdown gets HANDLING_GRACE to finish, then
+                        // is dropped: one waiting for a connection or a lock on a loaded
+                        // database must not hold the service's stop. Dropped, its transaction
+                        // rolls back; the event comes back, and advancing is idempotent.
+                        let given_up = async {
+                            stop.cancelled().await;
+                            tokio::time::sleep(HANDLING_GRACE).await;
+                        };
+                        let advanced = tokio::select! {
+                            biased;
+                            advanced = advance::on_event(&store, &topology, &event) => advanced,
+                            () = given_up => {
+                                let _ = delivery.acker.nack(requeue).await;
+                                return;
+                            }
+                        };
+                        match advanced {
                             Ok(()) => {
                                 metrics::histogram!("chime_dependency_event_seconds")
                                     .record(started.elapsed());
@@ -163,10 +186,6 @@ async fn consume(node: &Node, shutdown: CancellationToken) {
                         }
                         tokio::select! {
                             _ = stop.cancelled() => {
-                                let requeue = BasicNackOptions {
-                                    requeue: true,
-                                    ..BasicNackOptions::default()
-                                };
                                 let _ = delivery.acker.nack(requeue).await;
                                 return;
                             }

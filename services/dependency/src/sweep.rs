@@ -34,7 +34,13 @@ pub async fn run(store: Store, topology: Topology, shutdown: CancellationToken) 
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            match sweep(&store, &topology, &mut cursor).await {
+            // Raced with shutdown: a sweep is several statements, each of which may wait for a
+            // connection; what it had not committed, the next service's sweep redoes.
+            let swept = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                swept = sweep(&store, &topology, &mut cursor) => swept,
+            };
+            match swept {
                 Ok(0) => {}
                 Ok(moved) => {
                     info!(moved, "sweep advanced what events had not");

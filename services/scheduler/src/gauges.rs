@@ -28,47 +28,57 @@ pub async fn run(store: Store, broker: Broker, shutdown: CancellationToken) {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            match gauges::read(&store).await {
-                Ok(snapshot) => {
-                    for (status, group) in &last_live {
-                        metrics::gauge!("chime_tasks", "status" => status.clone(), "worker_group" => group.clone()).set(0.0);
-                    }
-                    last_live.clear();
-                    for (status, group, count) in &snapshot.live_tasks {
-                        metrics::gauge!("chime_tasks", "status" => status.clone(), "worker_group" => group.clone()).set(*count as f64);
-                        last_live.push((status.clone(), group.clone()));
-                    }
-                    for group in &snapshot.worker_groups {
-                        let online = snapshot.workers_online_in(group);
-                        metrics::gauge!("chime_workers_online", "worker_group" => group.clone())
-                            .set(online as f64);
-                        match broker.group_stats(group).await {
-                            Ok(Some(queues)) => {
-                                metrics::gauge!("chime_queue_depth", "worker_group" => group.clone()).set(f64::from(queues.messages));
-                                metrics::gauge!("chime_queue_consumers", "worker_group" => group.clone()).set(f64::from(queues.consumers));
-                            }
-                            Ok(None) => {}
-                            Err(error) => debug!(%error, group, "cannot read the queue's depth"),
-                        }
-                    }
-                    metrics::gauge!("chime_outbox_backlog").set(snapshot.outbox_backlog as f64);
-                    metrics::gauge!("chime_outbox_oldest_seconds")
-                        .set(snapshot.outbox_oldest_seconds);
-                }
-                Err(error) => debug!(%error, "cannot read the system gauges"),
-            }
-            // One series per job: the number of jobs bounds it.
-            match gauges::last_successes(&store).await {
-                Ok(jobs) => {
-                    for (job, at) in jobs {
-                        metrics::gauge!("chime_job_last_success_timestamp_seconds", "job" => job)
-                            .set(at);
-                    }
-                }
-                Err(error) => debug!(%error, "cannot read the jobs' latest successes"),
+            // Raced with shutdown: a sample is several statements and broker calls, each of
+            // which may wait on a loaded database or broker.
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                () = sample(&store, &broker, &mut last_live) => {}
             }
         }
     }
     .instrument(info_span!("gauges"))
     .await;
+}
+
+/// Reads the gauges once and sets them; `last_live` holds the task series set last time.
+async fn sample(store: &Store, broker: &Broker, last_live: &mut Vec<(String, String)>) {
+    match gauges::read(store).await {
+        Ok(snapshot) => {
+            for (status, group) in last_live.iter() {
+                metrics::gauge!("chime_tasks", "status" => status.clone(), "worker_group" => group.clone()).set(0.0);
+            }
+            last_live.clear();
+            for (status, group, count) in &snapshot.live_tasks {
+                metrics::gauge!("chime_tasks", "status" => status.clone(), "worker_group" => group.clone()).set(*count as f64);
+                last_live.push((status.clone(), group.clone()));
+            }
+            for group in &snapshot.worker_groups {
+                let online = snapshot.workers_online_in(group);
+                metrics::gauge!("chime_workers_online", "worker_group" => group.clone())
+                    .set(online as f64);
+                match broker.group_stats(group).await {
+                    Ok(Some(queues)) => {
+                        metrics::gauge!("chime_queue_depth", "worker_group" => group.clone())
+                            .set(f64::from(queues.messages));
+                        metrics::gauge!("chime_queue_consumers", "worker_group" => group.clone())
+                            .set(f64::from(queues.consumers));
+                    }
+                    Ok(None) => {}
+                    Err(error) => debug!(%error, group, "cannot read the queue's depth"),
+                }
+            }
+            metrics::gauge!("chime_outbox_backlog").set(snapshot.outbox_backlog as f64);
+            metrics::gauge!("chime_outbox_oldest_seconds").set(snapshot.outbox_oldest_seconds);
+        }
+        Err(error) => debug!(%error, "cannot read the system gauges"),
+    }
+    // One series per job: the number of jobs bounds it.
+    match gauges::last_successes(store).await {
+        Ok(jobs) => {
+            for (job, at) in jobs {
+                metrics::gauge!("chime_job_last_success_timestamp_seconds", "job" => job).set(at);
+            }
+        }
+        Err(error) => debug!(%error, "cannot read the jobs' latest successes"),
+    }
 }

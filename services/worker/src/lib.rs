@@ -454,10 +454,7 @@ pub async fn run(
             _ = worker.drain_requested.cancelled() => info!("drain requested"),
         }
         info!("draining");
-        if let Err(error) = workers::set_status(&worker.store, worker.identity.id, "draining").await
-        {
-            warn!(%error, "cannot mark the worker draining");
-        }
+        mark(&worker, "draining").await;
         worker.draining.cancel();
         consumers.wait().await;
         worker.attempts.close();
@@ -490,15 +487,30 @@ pub async fn run(
         stop_control.cancel();
         let _ = heartbeat.await;
         let _ = control.await;
-        if let Err(error) = workers::set_status(&worker.store, worker.identity.id, "offline").await
-        {
-            warn!(%error, "cannot mark the worker offline");
-        }
+        mark(&worker, "offline").await;
         info!("worker offline");
     }
     .instrument(span)
     .await;
     Ok(())
+}
+
+/// How long a stopping worker waits to record its status (draining, then offline): on a
+/// database that does not answer, its lease running out says as much.
+const STATUS_WAIT: Duration = Duration::from_secs(2);
+
+/// Records the stopping worker's status, waiting at most [`STATUS_WAIT`].
+async fn mark(worker: &Worker, status: &str) {
+    match tokio::time::timeout(
+        STATUS_WAIT,
+        workers::set_status(&worker.store, worker.identity.id, status),
+    )
+    .await
+    {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => warn!(%error, status, "cannot record the worker's status"),
+        Err(_) => warn!(status, "the worker's status was not recorded in time"),
+    }
 }
 
 /// Once per lapse of the lease, as soon as the worker sees it: abandons every running attempt
