@@ -130,8 +130,8 @@ async fn metrics_read_zero_before_their_first_event() -> Result<()> {
     let env = TestEnv::new().await?;
     let scheduler_addr = format!("127.0.0.1:{}", chime_tests::free_port()?);
     let worker_addr = format!("127.0.0.1:{}", chime_tests::free_port()?);
-    let _scheduler = env.spawn_chime(&["scheduler", "--metrics-addr", &scheduler_addr])?;
-    let _worker = env.spawn_chime(&["worker", "--metrics-addr", &worker_addr])?;
+    let scheduler = env.spawn_chime(&["scheduler", "--metrics-addr", &scheduler_addr])?;
+    let worker = env.spawn_chime(&["worker", "--metrics-addr", &worker_addr])?;
     // Nothing fires and nothing runs: an alert on these must read 0, not "no data".
     for (url, wanted) in [
         (
@@ -159,7 +159,10 @@ async fn metrics_read_zero_before_their_first_event() -> Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("{e}; {url} has none of {wanted:?}"))?;
     }
-    Ok(())
+    for mut process in [scheduler, worker] {
+        process.kill().await?;
+    }
+    env.cleanup().await
 }
 
 /// A standalone scheduler and worker serve their own `/metrics` (`--metrics-addr`), every
