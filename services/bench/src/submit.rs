@@ -1,6 +1,7 @@
 //! `chime bench submit --via amqp|http|batch --count N [--clients C]`: N noop submissions through
 //! one front door of a default `chime up` (started by the benchmark, on its own database and
-//! prefix), measured three times from just before the first submission: accepted (every publish
+//! prefix), measured three times from just before the first submission (the AMQP door's
+//! connection and channel are open by then, as a publisher's are): accepted (every publish
 //! confirmed by the broker, or every HTTP answer received), recorded (the service counted every
 //! submission committed; for batches, each answered after its commit, the same as accepted) and
 //! end to end (the last task `succeeded`). End to end is on the database's clock, as `chime
@@ -154,15 +155,20 @@ async fn measure(
     let settings = installation.settings();
     let topology = Topology::new(settings.prefix.clone());
     let ids: Vec<Uuid> = (0..count).map(|_| Uuid::now_v7()).collect();
+    let publisher = match via {
+        Via::Amqp => Some(Publisher::connect(&settings.amqp_url, &topology).await?),
+        _ => None,
+    };
     let db_started: f64 =
         sqlx::query_scalar("SELECT extract(epoch FROM clock_timestamp())::float8")
             .fetch_one(installation.store.pool())
             .await?;
     let started = Instant::now();
-    match via {
-        Via::Amqp => publish(&settings.amqp_url, &topology, &ids).await?,
-        Via::Http => post_each(&http, base, count, clients).await?,
-        Via::Batch => post_batches(&http, base, &ids, clients).await?,
+    match (&publisher, via) {
+        (Some(publisher), _) => publisher.publish(&ids).await?,
+        (None, Via::Http) => post_each(&http, base, count, clients).await?,
+        // Batches: every other door has a publisher.
+        (None, _) => post_batches(&http, base, &ids, clients).await?,
     }
     let accepted_s = started.elapsed().as_secs_f64();
     let recorded_s = wait_succeeded(installation, &http, base, via, count as i64, started)
@@ -174,13 +180,14 @@ async fn measure(
             .await?;
     let end_to_end_s = last_finished - db_started;
     let mean_batch = mean_batch(&http, base, via).await;
-    let again_new_tasks = if via == Via::Amqp {
+    let again_new_tasks = if let Some(publisher) = publisher {
         // The same ids again, then one new: once it is a task, the others were taken (one
         // consumer, in order).
         let sentinel = Uuid::now_v7();
         let mut again = ids.clone();
         again.push(sentinel);
-        publish(&settings.amqp_url, &topology, &again).await?;
+        publisher.publish(&again).await?;
+        publisher.close().await;
         wait_succeeded(
             installation,
             &http,
@@ -242,51 +249,71 @@ async fn confirmed(publish: QueuedPublish<'_>) -> BenchResult<()> {
     }
 }
 
-/// Publishes a noop submission per id, with confirms, keeping at most [`UNCONFIRMED`] of them
-/// unconfirmed. Publishes are queued on the channel without awaiting their writes
-/// ([`queue_publish`]), as a client that publishes a burst would: awaiting each one's write in
-/// turn made this process spend a tenth of the machine while it published.
-async fn publish(amqp_url: &str, topology: &Topology, ids: &[Uuid]) -> BenchResult<()> {
-    let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
-    let channel = conn.create_channel().await?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    let exchange = topology.submit_exchange();
-    let bodies: Vec<Vec<u8>> = ids
-        .iter()
-        .map(|id| {
-            SubmitMessage(NewTask {
-                id: Some(*id),
-                kind: "noop".into(),
-                ..NewTask::default()
-            })
-            .encode()
+/// The AMQP door's client: one connection and one channel with confirms, opened before the clock
+/// starts, as a publisher that submits tasks has its connection open already.
+struct Publisher {
+    conn: Connection,
+    channel: lapin::Channel,
+    exchange: String,
+}
+
+impl Publisher {
+    async fn connect(amqp_url: &str, topology: &Topology) -> BenchResult<Self> {
+        let conn = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
+        let channel = conn.create_channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        Ok(Self {
+            conn,
+            channel,
+            exchange: topology.submit_exchange(),
         })
-        .collect();
-    // A sliding window, as a publisher that keeps the broker busy does: the next publish goes
-    // out as soon as the oldest is confirmed, not after the whole window was.
-    let mut unconfirmed = VecDeque::with_capacity(UNCONFIRMED);
-    for body in &bodies {
-        if unconfirmed.len() == UNCONFIRMED
-            && let Some(oldest) = unconfirmed.pop_front()
-        {
-            confirmed(oldest).await?;
+    }
+
+    /// Publishes a noop submission per id, with confirms, keeping at most [`UNCONFIRMED`] of
+    /// them unconfirmed. Publishes are queued on the channel without awaiting their writes
+    /// ([`queue_publish`]), as a client that publishes a burst would: awaiting each one's write
+    /// in turn made this process spend a tenth of the machine while it published.
+    async fn publish(&self, ids: &[Uuid]) -> BenchResult<()> {
+        let bodies: Vec<Vec<u8>> = ids
+            .iter()
+            .map(|id| {
+                SubmitMessage(NewTask {
+                    id: Some(*id),
+                    kind: "noop".into(),
+                    ..NewTask::default()
+                })
+                .encode()
+            })
+            .collect();
+        // A sliding window, as a publisher that keeps the broker busy does: the next publish
+        // goes out as soon as the oldest is confirmed, not after the whole window was.
+        let mut unconfirmed = VecDeque::with_capacity(UNCONFIRMED);
+        for body in &bodies {
+            if unconfirmed.len() == UNCONFIRMED
+                && let Some(oldest) = unconfirmed.pop_front()
+            {
+                confirmed(oldest).await?;
+            }
+            unconfirmed.push_back(queue_publish(
+                &self.channel,
+                &self.exchange,
+                &self.exchange,
+                BasicPublishOptions::default(),
+                body,
+                BasicProperties::default().with_delivery_mode(2),
+            )?);
         }
-        unconfirmed.push_back(queue_publish(
-            &channel,
-            &exchange,
-            &exchange,
-            BasicPublishOptions::default(),
-            body,
-            BasicProperties::default().with_delivery_mode(2),
-        )?);
+        for publish in unconfirmed {
+            confirmed(publish).await?;
+        }
+        Ok(())
     }
-    for publish in unconfirmed {
-        confirmed(publish).await?;
+
+    async fn close(self) {
+        let _ = self.conn.close(200, "done".into()).await;
     }
-    let _ = conn.close(200, "done".into()).await;
-    Ok(())
 }
 
 /// `count` single `POST /api/v1/tasks` from `clients` concurrent keep-alive clients.
