@@ -108,7 +108,9 @@ impl Node {
             .await
             .is_err()
         {
-            tracing::warn!("database connections still in use at shutdown; closing without them");
+            tracing::warn!(
+                "database connections still in use at shutdown; stopping without waiting for them"
+            );
         }
     }
 }

@@ -164,11 +164,16 @@ async fn measure(
             .fetch_one(installation.store.pool())
             .await?;
     let started = Instant::now();
-    match (&publisher, via) {
-        (Some(publisher), _) => publisher.publish(&ids).await?,
-        (None, Via::Http) => post_each(&http, base, count, clients).await?,
-        // Batches: every other door has a publisher.
-        (None, _) => post_batches(&http, base, &ids, clients).await?,
+    match via {
+        Via::Amqp => {
+            publisher
+                .as_ref()
+                .ok_or("the AMQP door has no publisher")?
+                .publish(&ids)
+                .await?
+        }
+        Via::Http => post_each(&http, base, count, clients).await?,
+        Via::Batch => post_batches(&http, base, &ids, clients).await?,
     }
     let accepted_s = started.elapsed().as_secs_f64();
     let recorded_s = wait_succeeded(installation, &http, base, via, count as i64, started)

@@ -157,7 +157,9 @@ async fn consume(node: &Node, shutdown: CancellationToken) {
                         // An advance under way at shutdown gets HANDLING_GRACE to finish, then
                         // is dropped: one waiting for a connection or a lock on a loaded
                         // database must not hold the service's stop. Dropped, its transaction
-                        // rolls back; the event comes back, and advancing is idempotent.
+                        // rolls back; the event comes back, and advancing is idempotent. Each
+                        // such return counts toward the queue's delivery limit; an event that
+                        // reaches it is dead-lettered, and the sweep advances what it would have.
                         let given_up = async {
                             stop.cancelled().await;
                             tokio::time::sleep(HANDLING_GRACE).await;
