@@ -651,24 +651,20 @@ async fn a_kind_route_changed_through_the_api_applies_to_the_next_submission() -
         anyhow::Ok(task["group"].as_str().unwrap_or_default().to_string())
     };
     assert_eq!(submit_noop().await?, "default");
-    client
+    let ok = |request: reqwest::RequestBuilder| async move {
+        request.send().await?.error_for_status()?;
+        anyhow::Ok(())
+    };
+    ok(client
         .post(format!("{api}/api/v1/worker-groups"))
-        .json(&serde_json::json!({"name": "etl"}))
-        .send()
-        .await?
-        .error_for_status()?;
-    client
+        .json(&serde_json::json!({"name": "etl"})))
+    .await?;
+    ok(client
         .put(format!("{api}/api/v1/kind-routes/noop"))
-        .json(&serde_json::json!({"worker_group": "etl"}))
-        .send()
-        .await?
-        .error_for_status()?;
+        .json(&serde_json::json!({"worker_group": "etl"})))
+    .await?;
     assert_eq!(submit_noop().await?, "etl");
-    client
-        .delete(format!("{api}/api/v1/kind-routes/noop"))
-        .send()
-        .await?
-        .error_for_status()?;
+    ok(client.delete(format!("{api}/api/v1/kind-routes/noop"))).await?;
     assert_eq!(submit_noop().await?, "default");
     env.cleanup().await
 }
