@@ -148,6 +148,11 @@ pub struct WorkerSettings {
     /// How long it waits after a submission for more to record with it (default 5 ms); a full
     /// batch goes at once.
     pub submit_batch_window_ms: u64,
+    /// Whether it runs the submissions it records itself, for its own groups and kinds, when it
+    /// has a slot free (default true): such a task skips the broker, as a Celery worker runs the
+    /// message it took. Off, every task goes through its group's queue to whichever worker has
+    /// room.
+    pub take_submissions: bool,
     /// How many bytes of a task's output are kept (the tail).
     pub output_tail_bytes: usize,
     /// How long a stopping worker waits for running tasks before it leaves them to recovery.
@@ -255,6 +260,7 @@ impl Settings {
             .set_default("worker.groups", vec!["default"])?
             .set_default("worker.concurrency", 16)?
             .set_default("worker.inline_concurrency", 200)?
+            .set_default("worker.take_submissions", true)?
             .set_default("worker.submit_batch", 500)?
             .set_default("worker.submit_batch_window_ms", 5)?
             .set_default("worker.output_tail_bytes", 64 * 1024)?

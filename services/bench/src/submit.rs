@@ -84,6 +84,9 @@ pub struct Figures {
     pub up_peak_rss_kb: u64,
     /// Submissions per commit, on average (AMQP and single HTTP requests; from `/metrics`).
     pub mean_batch: Option<f64>,
+    /// The share of the tasks the worker ran itself from the submissions it took, with no task
+    /// message (AMQP; from `/metrics`).
+    pub taken: Option<f64>,
 }
 
 impl Figures {
@@ -97,8 +100,12 @@ impl Figures {
             .mean_batch
             .map(|n| format!(" mean_batch={n:.1}"))
             .unwrap_or_default();
+        let taken = self
+            .taken
+            .map(|n| format!(" taken={n:.2}"))
+            .unwrap_or_default();
         format!(
-            "bench submit via={} count={} clients={} accepted_per_s={:.0} recorded_per_s={:.0} tasks_per_s={:.0} up_peak_rss_kb={}{batch}{again}",
+            "bench submit via={} count={} clients={} accepted_per_s={:.0} recorded_per_s={:.0} tasks_per_s={:.0} up_peak_rss_kb={}{batch}{taken}{again}",
             self.via,
             self.count,
             self.clients,
@@ -185,6 +192,12 @@ async fn measure(
             .await?;
     let end_to_end_s = last_finished - db_started;
     let mean_batch = mean_batch(&http, base, via).await;
+    let taken = match via {
+        Via::Amqp => metric(&http, base, "chime_worker_submissions_taken_total")
+            .await
+            .map(|n| n / count as f64),
+        Via::Http | Via::Batch => None,
+    };
     let again_new_tasks = if let Some(publisher) = publisher {
         // The same ids again, then one new: once it is a task, the others were taken (one
         // consumer, in order).
@@ -219,6 +232,7 @@ async fn measure(
         again_new_tasks,
         up_peak_rss_kb: up.id().map_or(0, peak_rss_kb),
         mean_batch,
+        taken,
     })
 }
 
@@ -229,6 +243,13 @@ async fn mean_batch(http: &reqwest::Client, base: &str, via: Via) -> Option<f64>
         Via::Http => "chime_api_submission_batch_size",
         Via::Batch => return None,
     };
+    let sum = metric(http, base, &format!("{name}_sum")).await?;
+    let count = metric(http, base, &format!("{name}_count")).await?;
+    (count > 0.0).then(|| sum / count)
+}
+
+/// The sum of a metric's series in the service's `/metrics`, if it answers.
+async fn metric(http: &reqwest::Client, base: &str, name: &str) -> Option<f64> {
     let text = http
         .get(format!("{base}/metrics"))
         .send()
@@ -237,9 +258,7 @@ async fn mean_batch(http: &reqwest::Client, base: &str, via: Via) -> Option<f64>
         .text()
         .await
         .ok()?;
-    let sum = metric_sum(&text, &format!("{name}_sum"), None);
-    let count = metric_sum(&text, &format!("{name}_count"), None);
-    (count > 0.0).then(|| sum / count)
+    Some(metric_sum(&text, name, None))
 }
 
 /// Publishes the AMQP door's benchmark keeps unconfirmed at most.

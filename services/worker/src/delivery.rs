@@ -23,6 +23,10 @@
 //! The ack comes only after the outcome is committed, so prefetch bounds what a worker holds and a
 //! crash before the commit redelivers the message. An ack that returns `Ok(false)` (its channel was
 //! lost) is harmless: the redelivered message finds its attempt no longer `ready` and is dropped.
+//!
+//! A task the worker took from the submission it recorded ([`run_taken`]) goes the same way from
+//! its slot on, with nothing to ack: where a delivery would be requeued, its message is published
+//! (the task is no longer taken), and nothing of it can be forged or poison.
 
 use std::time::Duration;
 
@@ -34,6 +38,7 @@ use chime_core::store::task_lifecycle::{self, AttemptEnd, FinishedAttempt};
 use lapin::Channel;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::executor::Attempt;
@@ -57,27 +62,113 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
         metrics::counter!("chime_worker_mismatched_messages_total").increment(1);
         return reject_poison(worker, &channel, queue, delivery, &reason).await;
     }
+    let origin = Origin::Delivered {
+        channel: &channel,
+        queue,
+        delivery: Box::new(delivery),
+    };
+    run(worker, message, origin, None).await
+}
+
+/// Runs a task this worker took from the submission it recorded ([`crate::submissions`]), in the
+/// slot it kept for it: as a delivered message is run, but with no message to settle.
+pub async fn run_taken(worker: &Worker, message: TaskMessage, slot: OwnedSemaphorePermit) {
+    run(worker, message, Origin::Taken, Some(slot)).await
+}
+
+/// Where an attempt to run came from, and so how it is settled once this worker is done with it.
+enum Origin<'a> {
+    /// A message delivered from a worker-group queue: acked, given back or dead-lettered.
+    Delivered {
+        channel: &'a Channel,
+        queue: &'a str,
+        delivery: Box<Delivery>,
+    },
+    /// A task this worker took from the submission it recorded: no message of it exists, so
+    /// giving it back publishes one, and there is nothing to ack.
+    Taken,
+}
+
+impl Origin<'_> {
+    /// Whether the broker delivered it before (its last consumer's channel closed).
+    fn redelivered(&self) -> bool {
+        matches!(self, Origin::Delivered { delivery, .. } if delivery.redelivered)
+    }
+
+    /// Done with: its outcome is committed, or it had nothing to do here.
+    async fn ack(self) {
+        if let Origin::Delivered { delivery, .. } = self {
+            ack(&delivery).await;
+        }
+    }
+
+    /// Not started here: for another worker, or for this one later.
+    async fn give_back(self, worker: &Worker, message: &TaskMessage) {
+        match self {
+            Origin::Delivered { delivery, .. } => requeue(&delivery).await,
+            Origin::Taken => {
+                match task_lifecycle::republish_ready_attempt(
+                    &worker.store,
+                    worker.topology(),
+                    message.task_id,
+                    message.attempt,
+                )
+                .await
+                {
+                    Ok(_) => worker.store.outbox_written(),
+                    // Still taken by this worker: recovery publishes it once the worker is gone.
+                    Err(error) => warn!(%error, "cannot give a taken task back"),
+                }
+            }
+        }
+    }
+
+    /// Poison or forged: dead-lettered with the reason. A taken task's message is the row this
+    /// worker wrote, so there is nothing to dead-letter; what its row says is left as it is.
+    async fn reject(self, worker: &Worker, reason: &str) {
+        match self {
+            Origin::Delivered {
+                channel,
+                queue,
+                delivery,
+            } => reject_poison(worker, channel, queue, *delivery, reason).await,
+            Origin::Taken => warn!(%reason, "a taken task did not start"),
+        }
+    }
+}
+
+/// Runs one attempt, from its slot (`slot`, or one waited for) to its settling.
+async fn run(
+    worker: &Worker,
+    message: TaskMessage,
+    origin: Origin<'_>,
+    slot: Option<OwnedSemaphorePermit>,
+) {
     let span = info_span!("attempt", task_id = %message.task_id, attempt = message.attempt, kind = %message.kind);
     async {
-        let Some(_permit) = worker.permit(&message.kind).await else {
-            // Shutting down before it started: give it back to the queue.
-            return requeue(&delivery).await;
+        let _permit = match slot {
+            Some(slot) => slot,
+            None => match worker.permit(&message.kind).await {
+                Some(permit) => permit,
+                // Shutting down before it started: give it back to the queue.
+                None => return origin.give_back(worker, &message).await,
+            },
         };
         // Started only under the lease (the database refuses a start without it, too).
         tokio::select! {
             biased;
-            _ = worker.draining.cancelled() => return requeue(&delivery).await,
+            _ = worker.draining.cancelled() => return origin.give_back(worker, &message).await,
             _ = worker.lease.wait_held() => {}
         }
         let key = (message.task_id, message.attempt);
         let Some((kill, abandon, lease_mark)) = worker.hold(key) else {
             debug!("this worker holds the attempt already (a duplicate delivery); dropping");
             metrics::counter!("chime_worker_duplicates_total").increment(1);
-            ack(&delivery).await;
+            origin.ack().await;
             return;
         };
         if runs_instantly(&message.kind, &message.spec) {
-            return complete(worker, &channel, queue, delivery, message).await;
+            return complete(worker, origin, message).await;
         }
         let recorded = match until_answered(worker, || {
             worker.transitions.start_attempt(message.clone())
@@ -87,17 +178,17 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
             Some(Some(recorded)) => recorded,
             Some(None) => {
                 let shadowed = worker.let_go(key);
-                if delivery.redelivered {
+                if origin.redelivered() {
                     recover_if_orphaned(worker, &message).await;
                 }
-                return not_started(worker, &channel, queue, delivery, &message, shadowed).await;
+                return not_started(worker, origin, &message, shadowed).await;
             }
             None => {
                 // Draining while the database is unreachable: the message goes back. Had the
                 // start committed unheard, the heartbeat finds the attempt running here but not
                 // held, and releases it.
                 worker.let_go(key);
-                return requeue(&delivery).await;
+                return origin.give_back(worker, &message).await;
             }
         };
         if let Some(difference) = differs(&message, &recorded) {
@@ -119,7 +210,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
                 // Still running under this worker: its heartbeat finds it unheld and releases it.
                 warn!(%error, "cannot release the attempt now");
             }
-            return reject_poison(worker, &channel, queue, delivery, &reason).await;
+            return origin.reject(worker, &reason).await;
         }
         worker.set_phase(key, Phase::Running);
         metrics::gauge!("chime_worker_running").increment(1.0);
@@ -170,7 +261,7 @@ pub async fn handle_task(worker: &Worker, channel: Channel, queue: &str, deliver
                 }
                 _ => {}
             }
-            ack(&delivery).await;
+            origin.ack().await;
         }
     }
     .instrument(span)
@@ -221,19 +312,12 @@ async fn follow_output(
 /// task that has ended or runs elsewhere, is dropped with the reason logged. When a forged
 /// message made this worker drop another delivery of the same attempt (`shadowed`: it may have
 /// been the genuine one), the attempt's message is published again from its row.
-async fn not_started(
-    worker: &Worker,
-    channel: &Channel,
-    queue: &str,
-    delivery: Delivery,
-    message: &TaskMessage,
-    shadowed: bool,
-) {
+async fn not_started(worker: &Worker, origin: Origin<'_>, message: &TaskMessage, shadowed: bool) {
     let attempt = message.attempt;
     match task_lifecycle::recorded_attempt(&worker.store, message.task_id).await {
         Ok(None) => {
             let reason = format!("no task {} exists", message.task_id);
-            return reject_poison(worker, channel, queue, delivery, &reason).await;
+            return origin.reject(worker, &reason).await;
         }
         Ok(Some((status, recorded))) if recorded.attempt != attempt => {
             metrics::counter!("chime_worker_duplicates_total").increment(1);
@@ -257,7 +341,7 @@ async fn not_started(
                     // The scheduler's republish backstop finds the attempt ready and unstarted.
                     warn!(%error, "cannot publish the attempt's message again");
                 }
-                return reject_poison(worker, channel, queue, delivery, &reason).await;
+                return origin.reject(worker, &reason).await;
             }
             None if status == TaskStatus::Ready => {
                 // Still ready at this attempt: the database refused this worker the start (its
@@ -269,7 +353,7 @@ async fn not_started(
                     _ = worker.draining.cancelled() => {}
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
-                return requeue(&delivery).await;
+                return origin.give_back(worker, message).await;
             }
             None => {
                 metrics::counter!("chime_worker_duplicates_total").increment(1);
@@ -278,7 +362,7 @@ async fn not_started(
         },
         Err(error) => debug!(%error, "dropping a message whose attempt was not ready"),
     }
-    ack(&delivery).await;
+    origin.ack().await;
 }
 
 /// Which field of a task message differs from the attempt its task's row records, if any. Times
@@ -308,13 +392,7 @@ fn differs(message: &TaskMessage, recorded: &TaskMessage) -> Option<&'static str
 /// commit, then acked; a message whose attempt was not ready goes where a start's would. A
 /// completion that committed while this worker saw an error is, asked again, no longer ready:
 /// the task is right and the delivery acked, and the counters count a duplicate.
-async fn complete(
-    worker: &Worker,
-    channel: &Channel,
-    queue: &str,
-    delivery: Delivery,
-    message: TaskMessage,
-) {
+async fn complete(worker: &Worker, origin: Origin<'_>, message: TaskMessage) {
     let key = (message.task_id, message.attempt);
     let completed = until_answered(worker, || {
         worker.transitions.complete_attempt(message.clone())
@@ -330,17 +408,17 @@ async fn complete(
             let mut labels = labels.to_vec();
             labels.push(("outcome", status.as_str().to_string()));
             metrics::counter!("chime_tasks_finished_total", &labels).increment(1);
-            ack(&delivery).await;
+            origin.ack().await;
         }
         Some(None) => {
-            if delivery.redelivered {
+            if origin.redelivered() {
                 recover_if_orphaned(worker, &message).await;
             }
-            not_started(worker, channel, queue, delivery, &message, shadowed).await;
+            not_started(worker, origin, &message, shadowed).await;
         }
         // Draining while the database is unreachable: the message goes back (a completion that
         // committed unheard makes it a duplicate there).
-        None => requeue(&delivery).await,
+        None => origin.give_back(worker, &message).await,
     }
 }
 

@@ -34,7 +34,7 @@ use std::time::Duration;
 use chime_core::Node;
 use chime_core::bus::{Broker, Topology};
 use chime_core::config::WorkerSettings;
-use chime_core::model::kinds;
+use chime_core::model::{NewTask, TaskMessage, kinds};
 use chime_core::node::hostname;
 use chime_core::store::task_lifecycle::{self, WorkerIdentity};
 use chime_core::store::{Store, StoreError, workers};
@@ -132,6 +132,9 @@ pub struct Worker {
     submitters: submitters::Submitters,
     /// The lease it holds its attempts by.
     lease: Arc<lease::Lease>,
+    /// Whether it runs submissions it records itself when it has a free slot
+    /// (`take_submissions`), and what it could take: its groups and the kinds it runs.
+    takes: Option<(HashSet<String>, HashSet<String>)>,
 }
 
 impl Worker {
@@ -142,16 +145,44 @@ impl Worker {
     /// A slot to run an attempt of `kind` in (inline or process, by the kind, whichever queue
     /// it came from); None once the worker is draining.
     async fn permit(&self, kind: &str) -> Option<OwnedSemaphorePermit> {
-        let slots = if kinds::runs_inline(kind) {
-            &self.inline_slots
-        } else {
-            &self.process_slots
-        };
         tokio::select! {
             biased;
             _ = self.draining.cancelled() => None,
-            permit = slots.clone().acquire_owned() => permit.ok(),
+            permit = self.slots(kind).clone().acquire_owned() => permit.ok(),
         }
+    }
+
+    /// The slots an attempt of `kind` runs in.
+    fn slots(&self, kind: &str) -> &Arc<Semaphore> {
+        if kinds::runs_inline(kind) {
+            &self.inline_slots
+        } else {
+            &self.process_slots
+        }
+    }
+
+    /// A slot to run `task` in, here, if this worker is to take it from the submission it records
+    /// ([`submissions`]): it runs `task`'s group and kind (and the task asks for no user of its
+    /// own, which not every worker of a group need allow), holds its lease, is not draining, and
+    /// has a slot free that no delivery is waiting for.
+    fn slot_to_take(&self, task: &NewTask, group: &str) -> Option<OwnedSemaphorePermit> {
+        let (groups, kinds) = self.takes.as_ref()?;
+        if !groups.contains(group)
+            || !kinds.contains(&task.kind)
+            || task.execute_user.is_some()
+            || self.draining.is_cancelled()
+            || !self.lease.held()
+        {
+            return None;
+        }
+        self.slots(&task.kind).clone().try_acquire_owned().ok()
+    }
+
+    /// Runs a task taken from its submission, in `slot`, beside the delivered ones.
+    fn run_taken(self: &Arc<Self>, message: TaskMessage, slot: OwnedSemaphorePermit) {
+        let worker = self.clone();
+        self.attempts
+            .spawn(async move { delivery::run_taken(&worker, message, slot).await });
     }
 
     /// Takes hold of an attempt before asking to start it; None if this worker holds it already
@@ -380,6 +411,12 @@ pub async fn run(
             node.settings.api_token.is_some(),
         ),
         lease,
+        takes: settings.take_submissions.then(|| {
+            (
+                settings.groups.iter().cloned().collect(),
+                kinds.iter().cloned().collect(),
+            )
+        }),
     });
     let span = info_span!("worker", name = %worker.identity.name);
     async {

@@ -8,8 +8,10 @@
 //!     │
 //!   each alone: its submitter's right, its kind's group ──refused──▶ dead-letter, ack
 //!     │
-//!   the rest: every task and its message in one statement (submit_routed) ──▶ ack them (one
-//!                                                                            `multiple` ack)
+//!   the rest: every task and its message in one statement ──▶ ack them (one `multiple` ack)
+//!     │       (submit_routed_taking)
+//!     │  those of this worker's groups and kinds it has a free slot for are taken: written
+//!     │  under it with no message, and started here as if delivered (delivery::run_taken)
 //!     │
 //!   the database is away ──▶ nothing acked; tried again until it commits (or, draining, requeued)
 //! ```
@@ -17,7 +19,15 @@
 //! A submission's id (its `id`, or the AMQP `message_id`) makes a redelivered or re-published
 //! submission one task, also when both copies land in one batch. Every worker consumes
 //! submissions, so adding workers adds submission consumers.
+//!
+//! Taking a submission saves its task a trip through the broker (a publish, a delivery and an
+//! ack), as a Celery worker runs the message it took. A slot is free only when none of this
+//! worker's deliveries is waiting for one, so a task taken never jumps a queue this worker had
+//! work waiting in. A taken task is `ready` under this worker until it starts; given back (the
+//! worker drains, or its lease is not held) its message is published then, and if the worker
+//! dies first, recovery publishes it once the worker is declared gone.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chime_core::model::NewTask;
@@ -25,6 +35,7 @@ use chime_core::model::message::SubmitMessage;
 use chime_core::store::{StoreError, task_lifecycle};
 use lapin::Channel;
 use lapin::message::Delivery;
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn};
 
 use crate::Worker;
@@ -50,7 +61,7 @@ pub struct Settled(pub bool);
 /// rest go in with one commit. `settled` is the channel's ([`Settled`]); batches of one channel
 /// are handled one after another.
 pub async fn handle_batch(
-    worker: &Worker,
+    worker: &Arc<Worker>,
     channel: Channel,
     queue: &str,
     batch: Vec<Delivery>,
@@ -133,7 +144,7 @@ fn decode(delivery: &Delivery) -> Result<(NewTask, Option<String>), String> {
 /// every other submission is acked and `pending` is empty. An error (the database's) leaves the
 /// ones still pending unacked, to be tried again.
 async fn record(
-    worker: &Worker,
+    worker: &Arc<Worker>,
     channel: &Channel,
     queue: &str,
     pending: &mut Vec<Submission>,
@@ -182,10 +193,23 @@ async fn record(
         .iter()
         .map(|(s, group)| (&s.task, group.as_str()))
         .collect();
-    let recorded = task_lifecycle::submit_routed(&worker.store, worker.topology(), &rows).await;
+    // The slots of the tasks this worker runs itself; given back if the commit fails.
+    let mut slots: Vec<Option<OwnedSemaphorePermit>> = rows
+        .iter()
+        .map(|&(task, group)| worker.slot_to_take(task, group))
+        .collect();
+    let taken: Vec<bool> = slots.iter().map(Option::is_some).collect();
+    let recorded = task_lifecycle::submit_routed_taking(
+        &worker.store,
+        worker.topology(),
+        &worker.identity,
+        &rows,
+        &taken,
+    )
+    .await;
     drop(rows);
-    let submitted = match recorded {
-        Ok(submitted) => submitted,
+    let (submitted, mut mine) = match recorded {
+        Ok((submitted, mine)) => (submitted, mine.into_iter()),
         Err(error) if error.is_refused_data() => {
             // One of them holds what PostgreSQL refuses: each goes in alone, so only that one
             // is dead-lettered rather than the batch waiting for ever.
@@ -217,6 +241,19 @@ async fn record(
             }
         }
     }
+    // The taken tasks this commit made, in order; a taken one that existed already (its id
+    // given before) has its own message or runner, and gives its slot back.
+    let mut ran = 0;
+    for (told, slot) in submitted.iter().zip(&mut slots) {
+        if let Some(slot) = slot.take()
+            && told.created
+            && let Some(message) = mine.next()
+        {
+            worker.run_taken(message, slot);
+            ran += 1;
+        }
+    }
+    metrics::counter!("chime_worker_submissions_taken_total").increment(ran);
     Ok(())
 }
 

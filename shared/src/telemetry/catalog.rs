@@ -177,6 +177,10 @@ pub fn describe() {
         "chime_worker_submissions_total",
         "Ad-hoc submissions from the submit queue recorded by this worker (re-published ids included)."
     );
+    describe_counter!(
+        "chime_worker_submissions_taken_total",
+        "Submitted tasks this worker ran itself, in a slot it had free, with no task message."
+    );
     describe_histogram!(
         "chime_worker_submission_batch_size",
         "Submissions taken from the submit queue together, recorded with one commit."
@@ -281,6 +285,7 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
             "chime_worker_duplicates_total",
             "chime_worker_poison_total",
             "chime_worker_submissions_total",
+            "chime_worker_submissions_taken_total",
             "chime_worker_mismatched_messages_total",
             "chime_worker_self_fenced_total",
             "chime_worker_unheld_released_total",

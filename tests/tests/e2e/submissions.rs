@@ -425,3 +425,114 @@ async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Res
     pg.destroy().await;
     Ok(())
 }
+
+/// A worker runs the submissions it records itself when it has a slot free, so their tasks have
+/// no message until they start. One that took a task and died before starting it: once it is
+/// declared gone, recovery publishes the task's message and another worker runs it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_taken_by_a_worker_that_died_before_starting_it_runs_elsewhere() -> Result<()> {
+    use chime_core::store::task_lifecycle::{self, WorkerIdentity};
+    use chime_core::store::workers::{self, NewWorker};
+    let mut env = TestEnv::new().await?;
+    let topology = Topology::new(env.settings.prefix.clone());
+    // The worker that took it: registered, and never heard from again.
+    let ghost = WorkerIdentity {
+        id: Uuid::now_v7(),
+        name: "ghost".into(),
+    };
+    workers::register(
+        &env.store,
+        NewWorker {
+            identity: &ghost,
+            host: "gone",
+            pid: 1,
+            groups: &["default".to_string()],
+            kinds: &["noop".to_string()],
+            concurrency: 1,
+            inline_concurrency: 1,
+        },
+    )
+    .await?;
+    let task = NewTask {
+        id: Some(Uuid::now_v7()),
+        kind: "noop".into(),
+        ..NewTask::default()
+    };
+    let (told, taken) = task_lifecycle::submit_routed_taking(
+        &env.store,
+        &topology,
+        &ghost,
+        &[(&task, "default")],
+        &[true],
+    )
+    .await?;
+    assert!(told[0].created);
+    assert_eq!(taken.len(), 1, "the task is the ghost's to start");
+    let id = told[0].id;
+
+    // A live worker, with its queues, before anything can publish the message.
+    env.start(Services::WORKER).await?;
+    eventually("the live worker to be online", || async {
+        let online: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM workers WHERE status = 'online' AND name <> 'ghost'",
+        )
+        .fetch_one(env.store.pool())
+        .await?;
+        Ok(online == 1)
+    })
+    .await?;
+    env.start(Services::SCHEDULER).await?;
+    let view = env.wait_terminal(id).await?;
+    assert_eq!(view.status, TaskStatus::Succeeded);
+    assert_eq!(view.attempt, 1, "it ran as its first attempt");
+    let ran_on = view.attempts.first().and_then(|a| a.worker.clone());
+    assert!(
+        ran_on.as_deref().is_some_and(|w| w != "ghost"),
+        "it ran on the live worker: {ran_on:?}"
+    );
+    let ghost_status: String = sqlx::query_scalar("SELECT status FROM workers WHERE id = $1")
+        .bind(ghost.id)
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(ghost_status, "offline");
+    env.cleanup().await
+}
+
+/// Submissions a worker records for its own group and kinds run there without a task message:
+/// every one succeeds, and, with taking turned off, every one goes through the group's queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_runs_the_submissions_it_takes_and_can_be_told_not_to() -> Result<()> {
+    for take in [true, false] {
+        let mut env = TestEnv::new().await?;
+        env.settings.worker.take_submissions = take;
+        env.start(Services::WORKER).await?;
+        let queue = SubmitQueue::open(&env).await?;
+        let ids: Vec<Uuid> = (0..50).map(|_| Uuid::now_v7()).collect();
+        for id in &ids {
+            queue.publish(noop(*id)).await?;
+        }
+        for id in &ids {
+            assert_eq!(env.wait_terminal(*id).await?.status, TaskStatus::Succeeded);
+        }
+        // The task messages written for the broker (the relay's batched outbox rows).
+        let messages: i64 = sqlx::query_scalar(
+            "SELECT coalesce(sum(CASE WHEN batched THEN jsonb_array_length(body) ELSE 1 END), 0)
+             FROM outbox WHERE exchange = $1",
+        )
+        .bind(queue.topology.tasks_exchange())
+        .fetch_one(env.store.pool())
+        .await?;
+        if take {
+            assert!(
+                messages < 50,
+                "the worker took none of them ({messages} messages)"
+            );
+        } else {
+            assert_eq!(messages, 50, "each goes through the group's queue");
+        }
+        queue.close().await;
+        env.stop().await?;
+        env.cleanup().await?;
+    }
+    Ok(())
+}

@@ -328,7 +328,9 @@ pub async fn complete_instant_attempts(
 
 /// Publishes the message of a `ready` attempt again, from its row, if the task is still at that
 /// attempt and `ready`: for a worker that dropped a delivery of the attempt as a duplicate of a
-/// message that turned out forged. A copy too many is harmless (one start wins).
+/// message that turned out forged, or that gives back a task it took from its submission
+/// ([`super::submit_routed_taking`]), which is then no longer taken. A copy too many is harmless
+/// (one start wins).
 pub async fn republish_ready_attempt(
     store: &Store,
     topology: &Topology,
@@ -337,8 +339,10 @@ pub async fn republish_ready_attempt(
 ) -> Result<bool, StoreError> {
     let mut tx = store.begin().await?;
     let parts: Option<MessageParts> = sqlx::query_as(
-        "SELECT id, attempt, kind, spec, worker_group, data, data_time, timeout_ms, execute_user
-         FROM tasks WHERE id = $1 AND attempt = $2 AND status = 'ready' FOR UPDATE",
+        "UPDATE tasks SET worker_id = NULL, republished_at = now()
+         WHERE id = $1 AND attempt = $2 AND status = 'ready'
+         RETURNING id, attempt, kind, spec, worker_group, data, data_time, timeout_ms,
+                   execute_user",
     )
     .bind(task_id)
     .bind(attempt)

@@ -7,7 +7,7 @@ use serde_json::json;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::Submitted;
+use super::{Submitted, WorkerIdentity};
 use crate::bus::Topology;
 use crate::model::{MESSAGE_VERSION, NewTask, TaskMessage, TaskView};
 use crate::store::tasks::TaskRow;
@@ -100,31 +100,36 @@ macro_rules! insert_submissions {
             SELECT DISTINCT ON (id) * FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[],
                                  $6::int[], $7::bigint[], $8::int[], $9::bigint[], $10::jsonb[],
                                  $11::bigint[], $12::bool[], $13::timestamptz[], $14::jsonb[],
-                                 $15::text[], $16::text[], $17::jsonb[], $19::text[])
+                                 $15::text[], $16::text[], $17::jsonb[], $19::text[], $20::bool[])
                 WITH ORDINALITY
                 AS n(id, kind, spec, worker_group, priority, reject_retries, reject_interval_ms,
                      failed_retries, failed_interval_ms, backoff, timeout_ms, requests_recovery,
-                     data_time, data, submit_user, execute_user, body, name, ord)
+                     data_time, data, submit_user, execute_user, body, name, taken, ord)
             ORDER BY id, ord
         ), task AS (
             INSERT INTO tasks (id, kind, spec, worker_group, priority, status, attempt,
                                reject_retries, reject_interval_ms, failed_retries,
                                failed_interval_ms, backoff, timeout_ms, requests_recovery,
-                               data_time, data, submit_user, execute_user, ready_at, name)
+                               data_time, data, submit_user, execute_user, ready_at, name,
+                               worker_id)
             SELECT id, kind, spec, worker_group, priority, 'ready', 1, reject_retries,
                    reject_interval_ms, failed_retries, failed_interval_ms, backoff, timeout_ms,
-                   requests_recovery, data_time, data, submit_user, execute_user, now(), name
+                   requests_recovery, data_time, data, submit_user, execute_user, now(), name,
+                   -- a task the recording worker takes is ready, with no message, under it
+                   CASE WHEN coalesce(taken, false) THEN $21::uuid END
             FROM new
             ON CONFLICT (id) DO NOTHING
             RETURNING "#,
             $returning,
             r#"
         ), message AS (
-            -- every task message of the batch in one (batched) outbox row
+            -- every task message of the batch in one (batched) outbox row, but for the tasks
+            -- the recording worker takes
             INSERT INTO outbox (exchange, routing_key, body, batched)
             SELECT $18, '', jsonb_agg(jsonb_build_object('k', new.worker_group, 'b', new.body)),
                    true
             FROM new JOIN task USING (id)
+            WHERE NOT coalesce(new.taken, false)
             HAVING count(*) > 0
         )
 "#,
@@ -155,16 +160,54 @@ pub async fn submit_routed(
     topology: &Topology,
     tasks: &[(&NewTask, &str)],
 ) -> Result<Vec<Submitted>, StoreError> {
-    let (ids, made) = insert_routed::<(Uuid,)>(store, topology, tasks, INSERT_SUBMISSIONS).await?;
-    // A task made by this statement counts as made by the first submission that gave its id.
-    let mut made: HashSet<Uuid> = made.into_iter().map(|(id,)| id).collect();
-    Ok(ids
+    let (messages, made) =
+        insert_routed::<(Uuid,)>(store, topology, tasks, None, INSERT_SUBMISSIONS).await?;
+    Ok(told_made(&messages, made))
+}
+
+/// [`submit_routed`] for a worker that records submissions and runs some of them itself: the
+/// tasks whose `taken` is true are written `ready` under `worker` (`tasks.worker_id`) with no
+/// task message, and their messages, for those this statement made, are returned for the worker
+/// to start as if it had been delivered them. No other worker can start such a task until it is
+/// published: when the worker gives it back, or when recovery finds its worker gone
+/// ([`super::recover_lost_attempts`]). `taken` has one flag per task.
+pub async fn submit_routed_taking(
+    store: &Store,
+    topology: &Topology,
+    worker: &WorkerIdentity,
+    tasks: &[(&NewTask, &str)],
+    taken: &[bool],
+) -> Result<(Vec<Submitted>, Vec<TaskMessage>), StoreError> {
+    let (messages, made) = insert_routed::<(Uuid,)>(
+        store,
+        topology,
+        tasks,
+        Some((worker, taken)),
+        INSERT_SUBMISSIONS,
+    )
+    .await?;
+    let submitted = told_made(&messages, made);
+    let mine = messages
         .into_iter()
-        .map(|id| Submitted {
-            id,
-            created: made.remove(&id),
+        .zip(&submitted)
+        .zip(taken)
+        .filter(|((_, s), taken)| s.created && **taken)
+        .map(|((message, _), _)| message)
+        .collect();
+    Ok((submitted, mine))
+}
+
+/// One [`Submitted`] per message, in order, from the ids a statement made: a task made by it
+/// counts as made by the first submission that gave its id.
+fn told_made(messages: &[TaskMessage], made: Vec<(Uuid,)>) -> Vec<Submitted> {
+    let mut made: HashSet<Uuid> = made.into_iter().map(|(id,)| id).collect();
+    messages
+        .iter()
+        .map(|m| Submitted {
+            id: m.task_id,
+            created: made.remove(&m.task_id),
         })
-        .collect())
+        .collect()
 }
 
 /// [`submit_routed`], also returning each task it made as a view of the row it wrote (what
@@ -174,8 +217,9 @@ pub async fn submit_routed_shown(
     topology: &Topology,
     tasks: &[(&NewTask, &str)],
 ) -> Result<(Vec<Submitted>, HashMap<Uuid, TaskView>), StoreError> {
-    let (ids, made) =
-        insert_routed::<TaskRow>(store, topology, tasks, INSERT_SUBMISSIONS_SHOWN).await?;
+    let (messages, made) =
+        insert_routed::<TaskRow>(store, topology, tasks, None, INSERT_SUBMISSIONS_SHOWN).await?;
+    let ids = messages.iter().map(|m| m.task_id);
     let mut views = HashMap::with_capacity(made.len());
     for row in made {
         let view = row.into_view(Vec::new())?;
@@ -192,14 +236,16 @@ pub async fn submit_routed_shown(
     Ok((submitted, views))
 }
 
-/// Runs an [`insert_submissions`] statement for `tasks`: the ids given to them, in order, and
-/// the rows the statement answered with.
+/// Runs an [`insert_submissions`] statement for `tasks` (those flagged taken by a worker, if
+/// given, under it): their messages (with the ids given to them), in order, and the rows the
+/// statement answered with.
 async fn insert_routed<R>(
     store: &Store,
     topology: &Topology,
     tasks: &[(&NewTask, &str)],
+    taking: Option<(&WorkerIdentity, &[bool])>,
     statement: &'static str,
-) -> Result<(Vec<Uuid>, Vec<R>), StoreError>
+) -> Result<(Vec<TaskMessage>, Vec<R>), StoreError>
 where
     R: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
 {
@@ -277,11 +323,13 @@ where
         .bind(&bodies)
         .bind(topology.tasks_exchange())
         .bind(&names)
+        .bind(taking.map_or(&[][..], |(_, taken)| taken))
+        .bind(taking.map(|(worker, _)| worker.id))
         .fetch_all(store.pool())
         .await
         .context("inserting the tasks")?;
     store.outbox_written();
-    Ok((ids, made))
+    Ok((messages, made))
 }
 
 /// One fire of a trigger, as the scheduler records it.

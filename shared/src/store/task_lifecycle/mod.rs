@@ -96,7 +96,7 @@ pub use attempts::{
 };
 pub use creation::{
     TriggerFire, record_trigger_fires, route_submissions, run_job_now, submit, submit_many,
-    submit_routed, submit_routed_shown,
+    submit_routed, submit_routed_shown, submit_routed_taking,
 };
 pub use downstream::{
     Advanced, DependencyOutcome, advance_dependent, create_backfill, kill_backfill,

@@ -111,7 +111,7 @@ pub async fn recover_lost_attempts(
     .fetch_all(&mut *tx)
     .await
     .context("finding lost attempts")?;
-    let recovered = close_lost_attempts(
+    let mut recovered = close_lost_attempts(
         &mut tx,
         topology,
         &lost,
@@ -120,8 +120,44 @@ pub async fn recover_lost_attempts(
         "its worker stopped responding",
     )
     .await?;
+    if let LostScope::All { limit } = scope {
+        recovered += publish_taken_of_gone(&mut tx, topology, limit).await?;
+    }
     tx.commit().await.context("committing recovery")?;
     Ok(recovered)
+}
+
+/// Publishes the messages of `ready` tasks that a worker now gone took when it recorded their
+/// submissions and never started (`creation::submit_routed_taking`): no message of them exists,
+/// so no other worker could start them. They become ordinary ready tasks. Returns how many.
+async fn publish_taken_of_gone(
+    tx: &mut sqlx::PgConnection,
+    topology: &Topology,
+    limit: i64,
+) -> Result<usize, StoreError> {
+    let taken: Vec<MessageParts> = sqlx::query_as(
+        r#"
+        UPDATE tasks t SET worker_id = NULL, republished_at = now()
+        FROM (
+            SELECT t.id
+            FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id
+            WHERE t.status = 'ready' AND t.worker_id IS NOT NULL
+              AND (w.id IS NULL OR w.status = 'offline')
+            LIMIT $1
+            FOR UPDATE OF t SKIP LOCKED
+        ) s
+        WHERE t.id = s.id
+        RETURNING t.id, t.attempt, t.kind, t.spec, t.worker_group, t.data, t.data_time,
+                  t.timeout_ms, t.execute_user
+        "#,
+    )
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await
+    .context("finding tasks taken by workers that are gone")?;
+    let messages: Vec<TaskMessage> = taken.iter().map(|t| t.message(t.attempt)).collect();
+    enqueue_task_messages(tx, topology, &messages).await?;
+    Ok(taken.len())
 }
 
 /// Whether recovery first saw the database up, after a restart or a crash recovery, less than
