@@ -8,6 +8,10 @@
 //! is declared dead for [`workers::RESTART_GRACE`]; a scheduler that has just started needs no
 //! grace of its own.
 //!
+//! Tasks a worker took at submission (`task_lifecycle::submit_routed_taking`) have no message
+//! until it starts them: once a second, those of workers that are gone, or taken longer than
+//! [`TAKEN_PUBLISH_AFTER`] ago, have theirs published (`task_lifecycle::publish_unstarted_taken`).
+//!
 //! Two backstops publish task messages again, for ready tasks no worker started, in task queues
 //! (a group's process or inline queue) that hold no message
 //! (`task_lifecycle::republish_stale_ready`). Tasks that recovery made
@@ -32,6 +36,10 @@ const REPUBLISH_BATCH: i64 = 1000;
 const REPUBLISH_EVERY: Duration = Duration::from_secs(5);
 /// How long a recovered task may wait unstarted before its message is published again.
 pub const RECOVERED_REPUBLISH_AFTER: Duration = Duration::from_secs(2);
+/// How long a task taken at submission may wait for its worker, alive, to start it before its
+/// message is published (it starts within milliseconds unless the worker lost the answer to its
+/// commit; a copy too many is harmless).
+const TAKEN_PUBLISH_AFTER: Duration = Duration::from_secs(10);
 
 /// Runs recovery until `shutdown`.
 pub async fn run(
@@ -69,6 +77,26 @@ pub async fn run(
                 last_second = tokio::time::Instant::now();
                 if let Err(error) = workers::mark_disconnected(&store, workers::STALE_AFTER).await {
                     warn!(%error, "marking silent workers disconnected failed");
+                }
+                match task_lifecycle::publish_unstarted_taken(
+                    &store,
+                    broker.topology(),
+                    TAKEN_PUBLISH_AFTER,
+                    REPUBLISH_BATCH,
+                )
+                .await
+                {
+                    Ok(0) => {}
+                    Ok(published) => {
+                        store.outbox_written();
+                        info!(
+                            published,
+                            "published the messages of tasks taken at submission by workers that are gone or did not start them"
+                        );
+                        metrics::counter!("chime_scheduler_messages_republished_total")
+                            .increment(published as u64);
+                    }
+                    Err(error) => warn!(%error, "publishing unstarted taken tasks failed"),
                 }
                 match republish(&store, &broker, RECOVERED_REPUBLISH_AFTER, true).await {
                     Ok(0) => {}

@@ -25,8 +25,8 @@
 //! lost) is harmless: the redelivered message finds its attempt no longer `ready` and is dropped.
 //!
 //! A task the worker took from the submission it recorded ([`run_taken`]) goes the same way from
-//! its slot on, with nothing to ack: where a delivery would be requeued, its message is published
-//! (the task is no longer taken), and nothing of it can be forged or poison.
+//! its slot on, with nothing to ack: where a delivery would be requeued or dead-lettered, its
+//! message is published from its row (the task is no longer taken).
 
 use std::time::Duration;
 
@@ -116,23 +116,28 @@ impl Origin<'_> {
                 .await
                 {
                     Ok(_) => worker.store.outbox_written(),
-                    // Still taken by this worker: recovery publishes it once the worker is gone.
+                    // Still taken by this worker: a scheduler publishes it once the worker is
+                    // gone, or within seconds (`publish_unstarted_taken`).
                     Err(error) => warn!(%error, "cannot give a taken task back"),
                 }
             }
         }
     }
 
-    /// Poison or forged: dead-lettered with the reason. A taken task's message is the row this
-    /// worker wrote, so there is nothing to dead-letter; what its row says is left as it is.
-    async fn reject(self, worker: &Worker, reason: &str) {
+    /// Poison or forged: dead-lettered with the reason. A taken task has no message to
+    /// dead-letter, and its row is the truth: its message is published from the row, if it is
+    /// still ready at this attempt.
+    async fn reject(self, worker: &Worker, message: &TaskMessage, reason: &str) {
         match self {
             Origin::Delivered {
                 channel,
                 queue,
                 delivery,
             } => reject_poison(worker, channel, queue, *delivery, reason).await,
-            Origin::Taken => warn!(%reason, "a taken task did not start"),
+            Origin::Taken => {
+                warn!(%reason, "a taken task did not start; publishing it from its row");
+                Origin::Taken.give_back(worker, message).await;
+            }
         }
     }
 }
@@ -210,7 +215,7 @@ async fn run(
                 // Still running under this worker: its heartbeat finds it unheld and releases it.
                 warn!(%error, "cannot release the attempt now");
             }
-            return origin.reject(worker, &reason).await;
+            return origin.reject(worker, &message, &reason).await;
         }
         worker.set_phase(key, Phase::Running);
         metrics::gauge!("chime_worker_running").increment(1.0);
@@ -317,7 +322,7 @@ async fn not_started(worker: &Worker, origin: Origin<'_>, message: &TaskMessage,
     match task_lifecycle::recorded_attempt(&worker.store, message.task_id).await {
         Ok(None) => {
             let reason = format!("no task {} exists", message.task_id);
-            return origin.reject(worker, &reason).await;
+            return origin.reject(worker, message, &reason).await;
         }
         Ok(Some((status, recorded))) if recorded.attempt != attempt => {
             metrics::counter!("chime_worker_duplicates_total").increment(1);
@@ -341,7 +346,7 @@ async fn not_started(worker: &Worker, origin: Origin<'_>, message: &TaskMessage,
                     // The scheduler's republish backstop finds the attempt ready and unstarted.
                     warn!(%error, "cannot publish the attempt's message again");
                 }
-                return origin.reject(worker, &reason).await;
+                return origin.reject(worker, message, &reason).await;
             }
             None if status == TaskStatus::Ready => {
                 // Still ready at this attempt: the database refused this worker the start (its

@@ -162,12 +162,16 @@ impl Worker {
     }
 
     /// A slot to run `task` in, here, if this worker is to take it from the submission it records
-    /// ([`submissions`]): it runs `task`'s group and kind (and the task asks for no user of its
-    /// own, which not every worker of a group need allow), holds its lease, is not draining, and
-    /// has a slot free that no delivery is waiting for.
+    /// ([`submissions`]): it runs `task`'s group and kind, the kind runs inline (noop, http), the
+    /// task asks for no user of its own (not every worker of a group need allow it), and the
+    /// worker holds its lease, is not draining, and has an inline slot free that no delivery is
+    /// waiting for. Process kinds are never taken: a delivered shell task must find its slot free
+    /// (README, `CHIME_WORKER__PREFETCH`), and a taken one could hold it for as long as it runs,
+    /// which the broker cannot see.
     fn slot_to_take(&self, task: &NewTask, group: &str) -> Option<OwnedSemaphorePermit> {
         let (groups, kinds) = self.takes.as_ref()?;
-        if !groups.contains(group)
+        if !kinds::runs_inline(&task.kind)
+            || !groups.contains(group)
             || !kinds.contains(&task.kind)
             || task.execute_user.is_some()
             || self.draining.is_cancelled()

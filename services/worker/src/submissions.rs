@@ -10,7 +10,7 @@
 //!     │
 //!   the rest: every task and its message in one statement ──▶ ack them (one `multiple` ack)
 //!     │       (submit_routed_taking)
-//!     │  those of this worker's groups and kinds it has a free slot for are taken: written
+//!     │  noop and http tasks of this worker's groups it has a free slot for are taken: written
 //!     │  under it with no message, and started here as if delivered (delivery::run_taken)
 //!     │
 //!   the database is away ──▶ nothing acked; tried again until it commits (or, draining, requeued)
@@ -227,6 +227,19 @@ async fn record(
         created, "submissions recorded"
     );
     metrics::counter!("chime_worker_submissions_total").increment(submitted.len() as u64);
+    // The taken tasks this commit made, in order, started before the acks (they are committed);
+    // a taken one that existed already (its id given before) has its own message or runner,
+    // and gives its slot back.
+    let mut ran = 0;
+    for (told, slot) in submitted.iter().zip(&mut slots) {
+        if let Some(slot) = slot.take()
+            && told.created
+            && let Some(message) = mine.next()
+        {
+            worker.run_taken(message, slot);
+            ran += 1;
+        }
+    }
     // Every delivery of the batch before its last is routed or settled by now, and so is every
     // earlier one of the channel, unless one could not be dead-lettered.
     let last = routed
@@ -239,18 +252,6 @@ async fn record(
             for (submission, _) in &routed {
                 ack(&submission.delivery).await;
             }
-        }
-    }
-    // The taken tasks this commit made, in order; a taken one that existed already (its id
-    // given before) has its own message or runner, and gives its slot back.
-    let mut ran = 0;
-    for (told, slot) in submitted.iter().zip(&mut slots) {
-        if let Some(slot) = slot.take()
-            && told.created
-            && let Some(message) = mine.next()
-        {
-            worker.run_taken(message, slot);
-            ran += 1;
         }
     }
     metrics::counter!("chime_worker_submissions_taken_total").increment(ran);

@@ -426,16 +426,12 @@ async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Res
     Ok(())
 }
 
-/// A worker runs the submissions it records itself when it has a slot free, so their tasks have
-/// no message until they start. One that took a task and died before starting it: once it is
-/// declared gone, recovery publishes the task's message and another worker runs it, once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_taken_by_a_worker_that_died_before_starting_it_runs_elsewhere() -> Result<()> {
+/// A noop task taken, at its submission, by a worker registered as `ghost` that never starts it:
+/// its id, and the ghost's.
+async fn taken_by_a_ghost(env: &TestEnv) -> Result<(Uuid, Uuid)> {
     use chime_core::store::task_lifecycle::{self, WorkerIdentity};
     use chime_core::store::workers::{self, NewWorker};
-    let mut env = TestEnv::new().await?;
     let topology = Topology::new(env.settings.prefix.clone());
-    // The worker that took it: registered, and never heard from again.
     let ghost = WorkerIdentity {
         id: Uuid::now_v7(),
         name: "ghost".into(),
@@ -468,9 +464,13 @@ async fn a_task_taken_by_a_worker_that_died_before_starting_it_runs_elsewhere() 
     .await?;
     assert!(told[0].created);
     assert_eq!(taken.len(), 1, "the task is the ghost's to start");
-    let id = told[0].id;
+    Ok((told[0].id, ghost.id))
+}
 
-    // A live worker, with its queues, before anything can publish the message.
+/// Starts a live worker, and a scheduler once the worker's queues exist (before that, nothing
+/// may publish a task message); then waits for `id` to succeed on the live worker, as its first
+/// attempt.
+async fn runs_on_the_live_worker(env: &mut TestEnv, id: Uuid) -> Result<()> {
     env.start(Services::WORKER).await?;
     eventually("the live worker to be online", || async {
         let online: i64 = sqlx::query_scalar(
@@ -490,11 +490,42 @@ async fn a_task_taken_by_a_worker_that_died_before_starting_it_runs_elsewhere() 
         ran_on.as_deref().is_some_and(|w| w != "ghost"),
         "it ran on the live worker: {ran_on:?}"
     );
+    Ok(())
+}
+
+/// A worker runs the submissions it records itself when it has a slot free, so their tasks have
+/// no message until they start. One that took a task and died before starting it: once it is
+/// declared gone, a scheduler publishes the task's message and another worker runs it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_taken_by_a_worker_that_died_before_starting_it_runs_elsewhere() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    let (id, ghost) = taken_by_a_ghost(&env).await?;
+    runs_on_the_live_worker(&mut env, id).await?;
     let ghost_status: String = sqlx::query_scalar("SELECT status FROM workers WHERE id = $1")
-        .bind(ghost.id)
+        .bind(ghost)
         .fetch_one(env.store.pool())
         .await?;
     assert_eq!(ghost_status, "offline");
+    env.cleanup().await
+}
+
+/// A worker alive that took a task and never started it (it lost the answer to its commit, and
+/// so never knew it took it): a scheduler publishes the task's message anyway, seconds later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_taken_by_a_live_worker_that_never_starts_it_runs_elsewhere() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    let (id, ghost) = taken_by_a_ghost(&env).await?;
+    // Alive, as far as the database can tell, for the whole test.
+    sqlx::query("UPDATE workers SET lease_expires_at = now() + interval '1 hour' WHERE id = $1")
+        .bind(ghost)
+        .execute(env.store.pool())
+        .await?;
+    runs_on_the_live_worker(&mut env, id).await?;
+    let ghost_status: String = sqlx::query_scalar("SELECT status FROM workers WHERE id = $1")
+        .bind(ghost)
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(ghost_status, "online", "the ghost was never declared dead");
     env.cleanup().await
 }
 

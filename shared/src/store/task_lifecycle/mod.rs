@@ -18,6 +18,8 @@
 //!   nothing to run (a noop without a sleep): ready → succeeded in one statement, never running
 //!   a start the worker never heard of: running → ready (next attempt)
 //!   ready, message lost on the bus: the same attempt's message published again
+//!   submitted over AMQP and taken by the worker that recorded it: ready under that worker with
+//!   no message until it starts it; given back, or that worker gone first: its message published
 //! ```
 //!
 //! Every transition is one statement or one transaction, fenced by `(task, attempt)` where a
@@ -40,7 +42,9 @@ macro_rules! kill_moves {
                 kill_requested_at = now(),
                 finished_at = CASE WHEN c.before = 'running' THEN NULL ELSE now() END,
                 next_attempt_at = NULL,
-                reason = CASE WHEN c.before = 'running' THEN t.reason ELSE 'killed' END
+                reason = CASE WHEN c.before = 'running' THEN t.reason ELSE 'killed' END,
+                -- a task taken at submission is ready under its worker until it starts
+                worker_id = CASE WHEN c.before = 'running' THEN t.worker_id END
             FROM current c
             WHERE t.id = c.id AND c.before IN ('waiting', 'ready', 'retrying', 'running')
             RETURNING t.id, t.attempt, t.status, t.worker_group, t.job_id, t.data_time,
@@ -106,8 +110,8 @@ pub use operator::{
     BulkOutcome, JobTasks, KillOutcome, MayRunAs, kill, kill_job_tasks, rerun, rerun_job_tasks,
 };
 pub use recovery::{
-    LostScope, Release, StaleQueue, queues_with_stale_ready, recover_lost_attempts,
-    release_attempts, republish_stale_ready,
+    LostScope, Release, StaleQueue, publish_unstarted_taken, queues_with_stale_ready,
+    recover_lost_attempts, release_attempts, republish_stale_ready,
 };
 
 use sqlx::types::Json;

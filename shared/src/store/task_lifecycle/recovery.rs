@@ -111,7 +111,7 @@ pub async fn recover_lost_attempts(
     .fetch_all(&mut *tx)
     .await
     .context("finding lost attempts")?;
-    let mut recovered = close_lost_attempts(
+    let recovered = close_lost_attempts(
         &mut tx,
         topology,
         &lost,
@@ -120,21 +120,24 @@ pub async fn recover_lost_attempts(
         "its worker stopped responding",
     )
     .await?;
-    if let LostScope::All { limit } = scope {
-        recovered += publish_taken_of_gone(&mut tx, topology, limit).await?;
-    }
     tx.commit().await.context("committing recovery")?;
     Ok(recovered)
 }
 
-/// Publishes the messages of `ready` tasks that a worker now gone took when it recorded their
-/// submissions and never started (`creation::submit_routed_taking`): no message of them exists,
-/// so no other worker could start them. They become ordinary ready tasks. Returns how many.
-async fn publish_taken_of_gone(
-    tx: &mut sqlx::PgConnection,
+/// Publishes the messages of `ready` tasks that a worker took when it recorded their
+/// submissions ([`super::submit_routed_taking`]) and has not started: those of a worker now gone
+/// (offline, or declared dead by [`recover_lost_attempts`]), and those taken longer than
+/// `older_than` ago by any worker — one that lost the answer to its commit, or could not give a
+/// task back, has no other way to. No message of them exists, so no other worker could start
+/// them; from here they are ordinary ready tasks, and a copy too many is harmless (one start
+/// wins). Returns how many.
+pub async fn publish_unstarted_taken(
+    store: &Store,
     topology: &Topology,
+    older_than: std::time::Duration,
     limit: i64,
 ) -> Result<usize, StoreError> {
+    let mut tx = store.begin().await?;
     let taken: Vec<MessageParts> = sqlx::query_as(
         r#"
         UPDATE tasks t SET worker_id = NULL, republished_at = now()
@@ -142,7 +145,8 @@ async fn publish_taken_of_gone(
             SELECT t.id
             FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id
             WHERE t.status = 'ready' AND t.worker_id IS NOT NULL
-              AND (w.id IS NULL OR w.status = 'offline')
+              AND (w.id IS NULL OR w.status = 'offline'
+                   OR t.ready_at < now() - make_interval(secs => $2))
             LIMIT $1
             FOR UPDATE OF t SKIP LOCKED
         ) s
@@ -152,11 +156,13 @@ async fn publish_taken_of_gone(
         "#,
     )
     .bind(limit)
+    .bind(older_than.as_secs_f64())
     .fetch_all(&mut *tx)
     .await
-    .context("finding tasks taken by workers that are gone")?;
+    .context("finding taken tasks no worker started")?;
     let messages: Vec<TaskMessage> = taken.iter().map(|t| t.message(t.attempt)).collect();
-    enqueue_task_messages(tx, topology, &messages).await?;
+    enqueue_task_messages(&mut tx, topology, &messages).await?;
+    commit(store, tx, "committing the messages of taken tasks").await?;
     Ok(taken.len())
 }
 
@@ -328,7 +334,7 @@ pub async fn republish_stale_ready(
     let mut tx = store.begin().await?;
     let stale: Vec<MessageParts> = sqlx::query_as(
         r#"
-        UPDATE tasks t SET republished_at = now()
+        UPDATE tasks t SET republished_at = now(), worker_id = NULL
         FROM (
             SELECT id FROM tasks
             WHERE status = 'ready' AND worker_group = ANY($1)
