@@ -93,7 +93,7 @@ pub async fn run(
                             published,
                             "published the messages of tasks taken at submission by workers that are gone or did not start them"
                         );
-                        metrics::counter!("chime_scheduler_messages_republished_total")
+                        metrics::counter!("chime_scheduler_taken_published_total")
                             .increment(published as u64);
                     }
                     Err(error) => warn!(%error, "publishing unstarted taken tasks failed"),

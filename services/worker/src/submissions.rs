@@ -21,11 +21,12 @@
 //! submissions, so adding workers adds submission consumers.
 //!
 //! Taking a submission saves its task a trip through the broker (a publish, a delivery and an
-//! ack), as a Celery worker runs the message it took. A slot is free only when none of this
-//! worker's deliveries is waiting for one, so a task taken never jumps a queue this worker had
-//! work waiting in. A taken task is `ready` under this worker until it starts; given back (the
-//! worker drains, or its lease is not held) its message is published then, and if the worker
-//! dies first, recovery publishes it once the worker is declared gone.
+//! ack), as a Celery worker runs the message it took. Only noop and http tasks are taken (inline
+//! slots; see `Worker::slot_to_take`), and only into a slot no delivery of this worker waits for.
+//! A taken task is `ready` under this worker until it starts; given back (the worker drains, or
+//! the database refuses its start) its message is published then, and if the worker is gone
+//! first, or has not started it 10 s after taking it, a scheduler publishes it
+//! (`task_lifecycle::publish_unstarted_taken`).
 
 use std::sync::Arc;
 use std::time::Duration;

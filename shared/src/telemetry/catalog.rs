@@ -72,6 +72,10 @@ pub fn describe() {
         "chime_scheduler_messages_republished_total",
         "Task messages published again because their queue had lost them."
     );
+    describe_counter!(
+        "chime_scheduler_taken_published_total",
+        "Messages of tasks taken at submission published because their worker was gone or had not started them."
+    );
     describe_histogram!(
         "chime_prune_seconds",
         Unit::Seconds,
@@ -274,6 +278,7 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
             "chime_scheduler_retries_released_total",
             "chime_scheduler_triggers_unblocked_total",
             "chime_scheduler_messages_republished_total",
+            "chime_scheduler_taken_published_total",
             "chime_pruned_tasks_total",
             "chime_outbox_published_total",
             "chime_outbox_publish_failures_total",

@@ -525,7 +525,7 @@ async fn a_task_taken_by_a_live_worker_that_never_starts_it_runs_elsewhere() -> 
         .bind(ghost)
         .fetch_one(env.store.pool())
         .await?;
-    assert_eq!(ghost_status, "online", "the ghost was never declared dead");
+    assert_ne!(ghost_status, "offline", "the ghost was never declared dead");
     env.cleanup().await
 }
 

@@ -169,8 +169,8 @@ pub async fn submit_routed(
 /// tasks whose `taken` is true are written `ready` under `worker` (`tasks.worker_id`) with no
 /// task message, and their messages, for those this statement made, are returned for the worker
 /// to start as if it had been delivered them. No other worker can start such a task until it is
-/// published: when the worker gives it back, or when recovery finds its worker gone
-/// ([`super::recover_lost_attempts`]). `taken` has one flag per task.
+/// published: when the worker gives it back, or when a scheduler finds its worker gone or the
+/// task taken long ago ([`super::publish_unstarted_taken`]). `taken` has one flag per task.
 pub async fn submit_routed_taking(
     store: &Store,
     topology: &Topology,

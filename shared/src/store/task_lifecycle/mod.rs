@@ -19,7 +19,8 @@
 //!   a start the worker never heard of: running → ready (next attempt)
 //!   ready, message lost on the bus: the same attempt's message published again
 //!   submitted over AMQP and taken by the worker that recorded it: ready under that worker with
-//!   no message until it starts it; given back, or that worker gone first: its message published
+//!   no message until it starts it; given back, that worker gone, or 10 s passed: its message
+//!   published
 //! ```
 //!
 //! Every transition is one statement or one transaction, fenced by `(task, attempt)` where a
@@ -44,7 +45,7 @@ macro_rules! kill_moves {
                 next_attempt_at = NULL,
                 reason = CASE WHEN c.before = 'running' THEN t.reason ELSE 'killed' END,
                 -- a task taken at submission is ready under its worker until it starts
-                worker_id = CASE WHEN c.before = 'running' THEN t.worker_id END
+                worker_id = CASE WHEN c.before = 'ready' THEN NULL ELSE t.worker_id END
             FROM current c
             WHERE t.id = c.id AND c.before IN ('waiting', 'ready', 'retrying', 'running')
             RETURNING t.id, t.attempt, t.status, t.worker_group, t.job_id, t.data_time,
