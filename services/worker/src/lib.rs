@@ -15,7 +15,8 @@
 //! no longer its own was taken by recovery and is killed at once (self-fencing).
 //!
 //! A worker also consumes `<prefix>.submit`, turning ad-hoc submissions from any AMQP client into
-//! task rows, and its own `<prefix>.worker.<id>` queue of commands.
+//! task rows (and running the noop and http ones it has a slot free for itself, with no task
+//! message: [`submissions`]), and its own `<prefix>.worker.<id>` queue of commands.
 
 pub mod consumer;
 pub mod control;
