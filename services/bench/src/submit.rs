@@ -191,12 +191,13 @@ async fn measure(
             .fetch_one(installation.store.pool())
             .await?;
     let end_to_end_s = last_finished - db_started;
-    let mean_batch = mean_batch(&http, base, via).await;
-    let taken = match via {
-        Via::Amqp => metric(&http, base, "chime_worker_submissions_taken_total")
-            .await
-            .map(|n| n / count as f64),
-        Via::Http | Via::Batch => None,
+    let metrics = metrics_text(&http, base).await;
+    let mean_batch = metrics.as_deref().and_then(|text| mean_batch(text, via));
+    let taken = match (via, metrics.as_deref()) {
+        (Via::Amqp, Some(text)) => {
+            Some(metric_sum(text, "chime_worker_submissions_taken_total", None) / count as f64)
+        }
+        _ => None,
     };
     let again_new_tasks = if let Some(publisher) = publisher {
         // The same ids again, then one new: once it is a task, the others were taken (one
@@ -237,28 +238,26 @@ async fn measure(
 }
 
 /// Submissions per commit on average, from the service's own histogram.
-async fn mean_batch(http: &reqwest::Client, base: &str, via: Via) -> Option<f64> {
+fn mean_batch(metrics: &str, via: Via) -> Option<f64> {
     let name = match via {
         Via::Amqp => "chime_worker_submission_batch_size",
         Via::Http => "chime_api_submission_batch_size",
         Via::Batch => return None,
     };
-    let sum = metric(http, base, &format!("{name}_sum")).await?;
-    let count = metric(http, base, &format!("{name}_count")).await?;
+    let sum = metric_sum(metrics, &format!("{name}_sum"), None);
+    let count = metric_sum(metrics, &format!("{name}_count"), None);
     (count > 0.0).then(|| sum / count)
 }
 
-/// The sum of a metric's series in the service's `/metrics`, if it answers.
-async fn metric(http: &reqwest::Client, base: &str, name: &str) -> Option<f64> {
-    let text = http
-        .get(format!("{base}/metrics"))
+/// The service's `/metrics`, if it answers.
+async fn metrics_text(http: &reqwest::Client, base: &str) -> Option<String> {
+    http.get(format!("{base}/metrics"))
         .send()
         .await
         .ok()?
         .text()
         .await
-        .ok()?;
-    Some(metric_sum(&text, name, None))
+        .ok()
 }
 
 /// Publishes the AMQP door's benchmark keeps unconfirmed at most.

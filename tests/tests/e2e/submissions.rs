@@ -493,6 +493,16 @@ async fn runs_on_the_live_worker(env: &mut TestEnv, id: Uuid) -> Result<()> {
     Ok(())
 }
 
+/// A worker's status as its row records it.
+async fn worker_status(env: &TestEnv, id: Uuid) -> Result<String> {
+    Ok(
+        sqlx::query_scalar("SELECT status FROM workers WHERE id = $1")
+            .bind(id)
+            .fetch_one(env.store.pool())
+            .await?,
+    )
+}
+
 /// A worker runs the submissions it records itself when it has a slot free, so their tasks have
 /// no message until they start. One that took a task and died before starting it: once it is
 /// declared gone, a scheduler publishes the task's message and another worker runs it, once.
@@ -501,10 +511,7 @@ async fn a_task_taken_by_a_worker_that_died_before_starting_it_runs_elsewhere() 
     let mut env = TestEnv::new().await?;
     let (id, ghost) = taken_by_a_ghost(&env).await?;
     runs_on_the_live_worker(&mut env, id).await?;
-    let ghost_status: String = sqlx::query_scalar("SELECT status FROM workers WHERE id = $1")
-        .bind(ghost)
-        .fetch_one(env.store.pool())
-        .await?;
+    let ghost_status = worker_status(&env, ghost).await?;
     assert_eq!(ghost_status, "offline");
     env.cleanup().await
 }
@@ -521,10 +528,7 @@ async fn a_task_taken_by_a_live_worker_that_never_starts_it_runs_elsewhere() -> 
         .execute(env.store.pool())
         .await?;
     runs_on_the_live_worker(&mut env, id).await?;
-    let ghost_status: String = sqlx::query_scalar("SELECT status FROM workers WHERE id = $1")
-        .bind(ghost)
-        .fetch_one(env.store.pool())
-        .await?;
+    let ghost_status = worker_status(&env, ghost).await?;
     assert_ne!(ghost_status, "offline", "the ghost was never declared dead");
     env.cleanup().await
 }
