@@ -1,11 +1,18 @@
 //! What every chime service process shares: the settings, the store, the supervised broker
-//! connection and the outbox relay. `chime up` starts one node and runs every service on it.
+//! connection, the outbox relay and, when a worker runs in the process, a way to hand it tasks.
+//! `chime up` starts one node and runs every service on it.
 
+use std::sync::{Arc, PoisonError, RwLock};
+
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::bus::{Broker, OutboxRelay, Topology};
 use crate::config::Settings;
+use crate::model::NewTask;
+use crate::model::message::TaskMessage;
+use crate::store::task_lifecycle::WorkerIdentity;
 use crate::store::{Store, StoreError};
 
 /// How long each step of [`Node::stopped`] may take.
@@ -31,6 +38,8 @@ pub struct Node {
     pub store: Store,
     /// The supervised broker connection.
     pub broker: Broker,
+    /// The worker running in this process, if one does and takes submissions.
+    pub local_worker: Arc<LocalWorkerSlot>,
     relay: JoinHandle<()>,
     /// Stops the relay and the broker connection, after the services that use them.
     stop: CancellationToken,
@@ -78,6 +87,7 @@ impl Node {
             settings,
             store,
             broker,
+            local_worker: Arc::default(),
             relay,
             stop,
         })
@@ -112,6 +122,52 @@ impl Node {
                 "database connections still in use at shutdown; stopping without waiting for them"
             );
         }
+    }
+}
+
+/// A worker in this process that runs some of the submissions another service of the process
+/// records (the API's `POST /api/v1/tasks`), as it runs those it records from the submit queue:
+/// the submission's commit writes the task `ready` under the worker, with no task message, and
+/// the worker starts it once the commit is in. A task it never starts, because the process died
+/// or lost the commit's answer, is published by a scheduler
+/// ([`crate::store::task_lifecycle::publish_unstarted_taken`]).
+pub trait LocalWorker: Send + Sync {
+    /// Who takes the tasks (their `tasks.worker_id`).
+    fn identity(&self) -> &WorkerIdentity;
+
+    /// A slot to run `task`, routed to `group`, in this worker; None if it is not to take it
+    /// (not its group or kind, a kind that runs in a process of its own, no slot free, draining).
+    fn slot_to_take(&self, task: &NewTask, group: &str) -> Option<OwnedSemaphorePermit>;
+
+    /// Runs a task that a committed submission made under this worker, in `slot`.
+    fn run_taken(&self, message: TaskMessage, slot: OwnedSemaphorePermit);
+}
+
+/// Where a process's worker offers to take submissions, for as long as it runs.
+#[derive(Default)]
+pub struct LocalWorkerSlot(RwLock<Option<Arc<dyn LocalWorker>>>);
+
+impl LocalWorkerSlot {
+    /// Offers `worker` to the process's other services (None: withdraws the offer).
+    pub fn set(&self, worker: Option<Arc<dyn LocalWorker>>) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = worker;
+    }
+
+    /// The worker on offer, if any.
+    pub fn get(&self) -> Option<Arc<dyn LocalWorker>> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl std::fmt::Debug for LocalWorkerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let worker = self.get();
+        f.debug_tuple("LocalWorkerSlot")
+            .field(&worker.as_ref().map(|w| &w.identity().name))
+            .finish()
     }
 }
 

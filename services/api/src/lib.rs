@@ -219,6 +219,7 @@ pub fn state(node: &Node, listener: &TcpListener) -> AppState {
         submissions: submissions::Submissions::start(
             node.store.clone(),
             node.broker.topology().clone(),
+            node.local_worker.clone(),
         ),
         events: events::TaskEvents::new(node.store.clone(), node.broker.clone()),
         shutdown: CancellationToken::new(),

@@ -13,6 +13,11 @@
 //! time, so a worker that starts offering a kind is seen at once); a kind route or worker group
 //! changed through this API is seen at once ([`Submissions::forget_routes`]), through another
 //! process within [`ROUTE_TTL`].
+//!
+//! When a worker runs in the same process (`chime up`), it takes the noop and http tasks it has
+//! an inline slot free for, as it takes those it records from the submit queue: the commit
+//! writes them `ready` under it with no task message, and it starts them once the commit is in
+//! ([`chime_core::node::LocalWorker`]). They skip the broker both ways.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,8 +26,9 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use chime_core::bus::Topology;
 use chime_core::model::{NewTask, TaskView};
+use chime_core::node::LocalWorkerSlot;
 use chime_core::store::{Store, StoreError, task_lifecycle, tasks};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tracing::{Instrument, info_span, warn};
 
 use crate::error::ApiError;
@@ -97,13 +103,19 @@ pub struct Submissions {
 }
 
 impl Submissions {
-    /// Starts the loop that commits what is queued; it ends when every handle is dropped.
-    pub fn start(store: Store, topology: Topology) -> Self {
+    /// Starts the loop that commits what is queued, handing what it can to `local_worker`'s
+    /// worker; it ends when every handle is dropped.
+    pub fn start(store: Store, topology: Topology, local_worker: Arc<LocalWorkerSlot>) -> Self {
         let (queue, pending) = mpsc::unbounded_channel();
         let routes = Arc::new(Routes::default());
+        let committer = Committer {
+            store,
+            topology,
+            routes: routes.clone(),
+            local_worker,
+        };
         tokio::spawn(
-            commit_loop(store, topology, routes.clone(), pending)
-                .instrument(info_span!("submission_commits")),
+            commit_loop(Arc::new(committer), pending).instrument(info_span!("submission_commits")),
         );
         Self { queue, routes }
     }
@@ -128,16 +140,22 @@ fn stopped() -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the API is stopping")
 }
 
-async fn commit_loop(
+/// What a commit needs.
+struct Committer {
     store: Store,
     topology: Topology,
     routes: Arc<Routes>,
+    local_worker: Arc<LocalWorkerSlot>,
+}
+
+async fn commit_loop(
+    committer: Arc<Committer>,
     mut pending: mpsc::UnboundedReceiver<(NewTask, oneshot::Sender<Answer>)>,
 ) {
     let committers = Arc::new(Semaphore::new(COMMITTERS));
     loop {
         // A free committer first, so that requests gather in the queue while all are busy.
-        let Ok(committer) = committers.clone().acquire_owned().await else {
+        let Ok(permit) = committers.clone().acquire_owned().await else {
             return;
         };
         let Some(first) = pending.recv().await else {
@@ -151,24 +169,21 @@ async fn commit_loop(
             }
         }
         metrics::histogram!("chime_api_submission_batch_size").record(batch.len() as f64);
-        let (store, topology, routes) = (store.clone(), topology.clone(), routes.clone());
+        let committer = committer.clone();
         tokio::spawn(
             async move {
-                commit(&store, &topology, &routes, batch).await;
-                drop(committer);
+                commit(&committer, batch).await;
+                drop(permit);
             }
             .in_current_span(),
         );
     }
 }
 
-/// Writes a batch in one commit and answers each request.
-async fn commit(
-    store: &Store,
-    topology: &Topology,
-    routes: &Routes,
-    batch: Vec<(NewTask, oneshot::Sender<Answer>)>,
-) {
+/// Writes a batch in one commit, hands the tasks it took to the local worker, and answers each
+/// request.
+async fn commit(committer: &Committer, batch: Vec<(NewTask, oneshot::Sender<Answer>)>) {
+    let (store, topology, routes) = (&committer.store, &committer.topology, &committer.routes);
     let (tasks, answers): (Vec<NewTask>, Vec<oneshot::Sender<Answer>>) = batch.into_iter().unzip();
     let groups = match route(store, routes, &tasks).await {
         Ok(groups) => groups,
@@ -191,36 +206,68 @@ async fn commit(
         .iter()
         .map(|(task, group)| (*task, group.as_str()))
         .collect();
-    let (submitted, mut views) =
-        match task_lifecycle::submit_routed_shown(store, topology, &rows).await {
-            Ok(shown) => shown,
-            Err(error) if error.is_refused_data() && rows.len() > 1 => {
-                // One request carries what PostgreSQL refuses: each goes alone, so only it fails.
-                for (row, answer) in rows.into_iter().zip(waiting) {
-                    let single = task_lifecycle::submit_routed_shown(store, topology, &[row]).await;
-                    let answered = match single {
-                        Ok((one, mut views)) => match one.first() {
-                            Some(s) => shown(store, *s, &mut views).await,
-                            None => Err(stopped()),
-                        },
-                        Err(error) => Err(refused(error)),
-                    };
-                    let _ = answer.send(answered);
-                }
-                return;
+    // The slots of the tasks the local worker runs itself; given back if the commit fails.
+    let worker = committer.local_worker.get();
+    let mut slots: Vec<Option<OwnedSemaphorePermit>> = rows
+        .iter()
+        .map(|&(task, group)| worker.as_ref()?.slot_to_take(task, group))
+        .collect();
+    let flags: Vec<bool> = slots.iter().map(Option::is_some).collect();
+    let taking = worker
+        .as_ref()
+        .filter(|_| flags.contains(&true))
+        .map(|w| (w.identity(), &flags[..]));
+    let written = match task_lifecycle::submit_routed_shown(store, topology, &rows, taking).await {
+        Ok(shown) => shown,
+        Err(error) if error.is_refused_data() && rows.len() > 1 => {
+            // One request carries what PostgreSQL refuses: each goes alone (through the queue),
+            // so only it fails.
+            drop(slots);
+            for (row, answer) in rows.into_iter().zip(waiting) {
+                let single =
+                    task_lifecycle::submit_routed_shown(store, topology, &[row], None).await;
+                let answered = match single {
+                    Ok(mut one) => match one.submitted.first() {
+                        Some(s) => shown(store, *s, &mut one.views).await,
+                        None => Err(stopped()),
+                    },
+                    Err(error) => Err(refused(error)),
+                };
+                let _ = answer.send(answered);
             }
-            Err(error) if error.is_refused_data() => {
-                for answer in waiting {
-                    let _ = answer.send(Err(ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        error.to_string(),
-                    )));
-                }
-                return;
+            return;
+        }
+        Err(error) if error.is_refused_data() => {
+            for answer in waiting {
+                let _ = answer.send(Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    error.to_string(),
+                )));
             }
-            Err(error) => return fail_all(waiting, &error),
-        };
+            return;
+        }
+        Err(error) => return fail_all(waiting, &error),
+    };
+    let task_lifecycle::Shown {
+        submitted,
+        mut views,
+        taken,
+    } = written;
     metrics::counter!("chime_api_tasks_submitted_total").increment(submitted.len() as u64);
+    // The taken tasks this commit made, in order, started before the answers; a taken one whose
+    // id existed already has its own message or runner, and gives its slot back.
+    if let Some(worker) = &worker {
+        let mut taken = taken.into_iter();
+        for (told, slot) in submitted.iter().zip(&mut slots) {
+            if let Some(slot) = slot.take()
+                && told.created
+                && let Some(message) = taken.next()
+            {
+                worker.run_taken(message, slot);
+            }
+        }
+    }
+    drop(slots);
     for (submission, answer) in submitted.into_iter().zip(waiting) {
         let _ = answer.send(shown(store, submission, &mut views).await);
     }

@@ -36,7 +36,7 @@ use chime_core::Node;
 use chime_core::bus::{Broker, Topology};
 use chime_core::config::WorkerSettings;
 use chime_core::model::{NewTask, TaskMessage, kinds};
-use chime_core::node::hostname;
+use chime_core::node::{LocalWorker, hostname};
 use chime_core::store::task_lifecycle::{self, WorkerIdentity};
 use chime_core::store::{Store, StoreError, workers};
 use lapin::Channel;
@@ -185,6 +185,7 @@ impl Worker {
 
     /// Runs a task taken from its submission, in `slot`, beside the delivered ones.
     fn run_taken(self: &Arc<Self>, message: TaskMessage, slot: OwnedSemaphorePermit) {
+        metrics::counter!("chime_worker_submissions_taken_total").increment(1);
         let worker = self.clone();
         self.attempts
             .spawn(async move { delivery::run_taken(&worker, message, slot).await });
@@ -481,6 +482,10 @@ pub async fn run(
             worker.draining.clone(),
         ));
         consumers.close();
+        if worker.takes.is_some() {
+            node.local_worker
+                .set(Some(Arc::new(Offered(worker.clone()))));
+        }
         // Kill commands must reach running attempts while the worker drains: this consumer stops
         // with the heartbeat, after the last attempt.
         let stop_control = CancellationToken::new();
@@ -496,6 +501,7 @@ pub async fn run(
             _ = worker.drain_requested.cancelled() => info!("drain requested"),
         }
         info!("draining");
+        node.local_worker.set(None);
         mark(&worker, "draining").await;
         worker.draining.cancel();
         consumers.wait().await;
@@ -535,6 +541,24 @@ pub async fn run(
     .instrument(span)
     .await;
     Ok(())
+}
+
+/// A worker offered to the other services of its process (`chime up`'s API), to take the
+/// submissions they record as it takes those of the submit queue.
+struct Offered(Arc<Worker>);
+
+impl LocalWorker for Offered {
+    fn identity(&self) -> &WorkerIdentity {
+        &self.0.identity
+    }
+
+    fn slot_to_take(&self, task: &NewTask, group: &str) -> Option<OwnedSemaphorePermit> {
+        self.0.slot_to_take(task, group)
+    }
+
+    fn run_taken(&self, message: TaskMessage, slot: OwnedSemaphorePermit) {
+        self.0.run_taken(message, slot);
+    }
 }
 
 /// How long a stopping worker waits to record its status (draining, then offline): on a

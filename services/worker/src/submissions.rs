@@ -231,14 +231,12 @@ async fn record(
     // The taken tasks this commit made, in order, started before the acks (they are committed);
     // a taken one that existed already (its id given before) has its own message or runner,
     // and gives its slot back.
-    let mut ran = 0;
     for (told, slot) in submitted.iter().zip(&mut slots) {
         if let Some(slot) = slot.take()
             && told.created
             && let Some(message) = mine.next()
         {
             worker.run_taken(message, slot);
-            ran += 1;
         }
     }
     // Every delivery of the batch before its last is routed or settled by now, and so is every
@@ -255,7 +253,6 @@ async fn record(
             }
         }
     }
-    metrics::counter!("chime_worker_submissions_taken_total").increment(ran);
     Ok(())
 }
 

@@ -571,3 +571,141 @@ async fn a_worker_runs_the_submissions_it_takes_and_can_be_told_not_to() -> Resu
     }
     Ok(())
 }
+
+/// How many task messages an installation wrote for the broker (the relay's batched outbox rows).
+async fn task_messages(env: &TestEnv) -> Result<i64> {
+    let topology = Topology::new(env.settings.prefix.clone());
+    Ok(sqlx::query_scalar(
+        "SELECT coalesce(sum(CASE WHEN batched THEN jsonb_array_length(body) ELSE 1 END), 0)
+         FROM outbox WHERE exchange = $1",
+    )
+    .bind(topology.tasks_exchange())
+    .fetch_one(env.store.pool())
+    .await?)
+}
+
+/// `POST /api/v1/tasks` into a process that also runs a worker (`chime up`): the worker takes
+/// the noop tasks it has a slot for, so they run with no task message; with taking turned off,
+/// every one goes through the group's queue. Either way every one succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_requests_into_a_process_with_a_worker_are_taken_and_can_be_told_not_to()
+-> Result<()> {
+    for take in [true, false] {
+        let mut env = TestEnv::new().await?;
+        env.settings.worker.take_submissions = take;
+        env.start(Services {
+            worker: true,
+            ..Services::API
+        })
+        .await?;
+        let url = format!("{}/api/v1/tasks", env.api_url());
+        let mut ids = Vec::new();
+        for _ in 0..50 {
+            let response = http()
+                .post(&url)
+                .json(&json!({"kind": "noop"}))
+                .send()
+                .await?;
+            assert_eq!(response.status(), 201);
+            let body: Value = response.json().await?;
+            ids.push(body["id"].as_str().context("no id")?.parse::<Uuid>()?);
+        }
+        for id in &ids {
+            assert_eq!(env.wait_terminal(*id).await?.status, TaskStatus::Succeeded);
+        }
+        let messages = task_messages(&env).await?;
+        if take {
+            assert!(
+                messages < 50,
+                "the worker took none of them ({messages} messages)"
+            );
+        } else {
+            assert_eq!(messages, 50, "each goes through the group's queue");
+        }
+        env.cleanup().await?;
+    }
+    Ok(())
+}
+
+/// A `chime up` killed with -9 while it takes the single requests it answers: every id a client
+/// submitted (again, by id, if its answer was lost) becomes exactly one task, and every task
+/// succeeds, on the next `chime up`: what the killed one took and never started is published by
+/// a scheduler once it is declared gone, what it was running runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_requests_taken_by_a_killed_process_all_run() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let up = || env.spawn_chime(&["up", "--api-addr", env.settings.api_addr.as_str()]);
+    let ready = format!("{}/readyz", env.api_url());
+    let wait_ready = || async {
+        eventually("chime up to be ready", || async {
+            Ok(http().get(&ready).send().await?.status().is_success())
+        })
+        .await
+    };
+    let mut first = up()?;
+    wait_ready().await?;
+    let url = format!("{}/api/v1/tasks", env.api_url());
+    let ids: Vec<Uuid> = (0..400).map(|_| Uuid::now_v7()).collect();
+    let submission = |id: &Uuid| json!({"id": id, "kind": "noop", "spec": {"sleep_ms": 300}, "requests_recovery": true});
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Eight clients in turn over the ids; the kill lands while they are sending.
+    let clients = ids.chunks(50).map(|chunk| {
+        let (url, answered) = (url.clone(), answered.clone());
+        let bodies: Vec<Value> = chunk.iter().map(submission).collect();
+        async move {
+            let client = http();
+            for body in bodies {
+                match client.post(&url).json(&body).send().await {
+                    Ok(response) if response.status().is_success() => {
+                        answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    // The process is gone: what is left is sent again to the next one.
+                    _ => return,
+                }
+            }
+        }
+    });
+    let sending = tokio::spawn(futures::future::join_all(clients));
+    eventually("the first process to take tasks", || async {
+        let metrics = http()
+            .get(format!("{}/metrics", env.api_url()))
+            .send()
+            .await?
+            .text()
+            .await?;
+        let taken = metrics
+            .lines()
+            .find(|l| l.starts_with("chime_worker_submissions_taken_total"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        Ok(taken >= 20.0)
+    })
+    .await?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(first.id().context("chime up exited")?)?),
+        nix::sys::signal::Signal::SIGKILL,
+    )?;
+    first.wait().await?;
+    sending.await?;
+    let before_kill = answered.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        before_kill < ids.len(),
+        "the kill came after every request was answered"
+    );
+
+    let mut second = up()?;
+    wait_ready().await?;
+    // Every id again: one the first process made is answered 200 and made no second task.
+    let client = http();
+    for id in &ids {
+        let response = client.post(&url).json(&submission(id)).send().await?;
+        assert!(response.status().is_success(), "{}", response.text().await?);
+    }
+    for id in &ids {
+        assert_eq!(env.wait_terminal(*id).await?.status, TaskStatus::Succeeded);
+    }
+    assert_eq!(task_count(&env).await?, 400, "one task per id");
+    second.kill().await?;
+    env.cleanup().await
+}

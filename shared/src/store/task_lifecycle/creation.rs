@@ -210,30 +210,55 @@ fn told_made(messages: &[TaskMessage], made: Vec<(Uuid,)>) -> Vec<Submitted> {
         .collect()
 }
 
+/// What [`submit_routed_shown`] wrote.
+#[derive(Debug)]
+pub struct Shown {
+    /// One per task given, in order.
+    pub submitted: Vec<Submitted>,
+    /// Each task this statement made, as a view of the row it wrote.
+    pub views: HashMap<Uuid, TaskView>,
+    /// The messages of the tasks this statement made under the taking worker, in order.
+    pub taken: Vec<TaskMessage>,
+}
+
 /// [`submit_routed`], also returning each task it made as a view of the row it wrote (what
-/// `POST /api/v1/tasks` answers with), without reading the rows again.
+/// `POST /api/v1/tasks` answers with), without reading the rows again. With `taking`, the tasks
+/// flagged are made under that worker with no task message, as [`submit_routed_taking`] makes
+/// them, and their messages are returned for it to run.
 pub async fn submit_routed_shown(
     store: &Store,
     topology: &Topology,
     tasks: &[(&NewTask, &str)],
-) -> Result<(Vec<Submitted>, HashMap<Uuid, TaskView>), StoreError> {
+    taking: Option<(&WorkerIdentity, &[bool])>,
+) -> Result<Shown, StoreError> {
     let (messages, made) =
-        insert_routed::<TaskRow>(store, topology, tasks, None, INSERT_SUBMISSIONS_SHOWN).await?;
-    let ids = messages.iter().map(|m| m.task_id);
+        insert_routed::<TaskRow>(store, topology, tasks, taking, INSERT_SUBMISSIONS_SHOWN).await?;
     let mut views = HashMap::with_capacity(made.len());
     for row in made {
         let view = row.into_view(Vec::new())?;
         views.insert(view.id, view);
     }
     let mut first = HashSet::with_capacity(views.len());
-    let submitted = ids
-        .into_iter()
-        .map(|id| Submitted {
-            id,
-            created: views.contains_key(&id) && first.insert(id),
+    let submitted: Vec<Submitted> = messages
+        .iter()
+        .map(|m| Submitted {
+            id: m.task_id,
+            created: views.contains_key(&m.task_id) && first.insert(m.task_id),
         })
         .collect();
-    Ok((submitted, views))
+    let flags = taking.map_or(&[][..], |(_, taken)| taken);
+    let taken = messages
+        .into_iter()
+        .zip(&submitted)
+        .zip(flags)
+        .filter(|((_, s), taken)| s.created && **taken)
+        .map(|((message, _), _)| message)
+        .collect();
+    Ok(Shown {
+        submitted,
+        views,
+        taken,
+    })
 }
 
 /// Runs an [`insert_submissions`] statement for `tasks` (those flagged taken by a worker, if

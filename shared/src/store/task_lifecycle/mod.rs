@@ -100,7 +100,7 @@ pub use attempts::{
     release_due_retries, republish_ready_attempt, start_attempts,
 };
 pub use creation::{
-    TriggerFire, record_trigger_fires, route_submissions, run_job_now, submit, submit_many,
+    Shown, TriggerFire, record_trigger_fires, route_submissions, run_job_now, submit, submit_many,
     submit_routed, submit_routed_shown, submit_routed_taking,
 };
 pub use downstream::{
