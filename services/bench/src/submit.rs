@@ -85,7 +85,7 @@ pub struct Figures {
     /// Submissions per commit, on average (AMQP and single HTTP requests; from `/metrics`).
     pub mean_batch: Option<f64>,
     /// The share of the tasks the worker ran itself from the submissions it took, with no task
-    /// message (AMQP; from `/metrics`).
+    /// message (AMQP and single HTTP requests; from `/metrics`).
     pub taken: Option<f64>,
 }
 
@@ -194,7 +194,7 @@ async fn measure(
     let metrics = metrics_text(&http, base).await;
     let mean_batch = metrics.as_deref().and_then(|text| mean_batch(text, via));
     let taken = match (via, metrics.as_deref()) {
-        (Via::Amqp, Some(text)) => {
+        (Via::Amqp | Via::Http, Some(text)) => {
             Some(metric_sum(text, "chime_worker_submissions_taken_total", None) / count as f64)
         }
         _ => None,

@@ -16,7 +16,9 @@
 //!
 //! A worker also consumes `<prefix>.submit`, turning ad-hoc submissions from any AMQP client into
 //! task rows (and running the noop and http ones it has a slot free for itself, with no task
-//! message: [`submissions`]), and its own `<prefix>.worker.<id>` queue of commands.
+//! message: [`submissions`]), and its own `<prefix>.worker.<id>` queue of commands. Beside the
+//! API in one process (`chime up`), it takes single `POST /api/v1/tasks` submissions the same
+//! way: it offers itself on the node (`chime_core::node::LocalWorker`) while it consumes.
 
 pub mod consumer;
 pub mod control;
