@@ -7,6 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::bus::{Broker, OutboxRelay, Topology};
 use crate::config::Settings;
@@ -137,10 +138,35 @@ pub trait LocalWorker: Send + Sync {
 
     /// A slot to run `task`, routed to `group`, in this worker; None if it is not to take it
     /// (not its group or kind, a kind that runs in a process of its own, no slot free, draining).
-    fn slot_to_take(&self, task: &NewTask, group: &str) -> Option<OwnedSemaphorePermit>;
+    fn slot_to_take(&self, task: &NewTask, group: &str) -> Option<LocalSlot>;
 
     /// Runs a task that a committed submission made under this worker, in `slot`.
-    fn run_taken(&self, message: TaskMessage, slot: OwnedSemaphorePermit);
+    fn run_taken(&self, message: TaskMessage, slot: LocalSlot);
+}
+
+/// A slot of a [`LocalWorker`], held from before the submission's commit until its task runs
+/// there or the slot is dropped (the task was not made, or the commit failed). While one is held
+/// the worker's drain waits, so a commit in flight never hands a task to a worker that stopped.
+#[derive(Debug)]
+pub struct LocalSlot {
+    permit: OwnedSemaphorePermit,
+    drain_waits: TaskTrackerToken,
+}
+
+impl LocalSlot {
+    /// `permit` of a worker whose attempts `drain_waits` tracks.
+    pub fn new(permit: OwnedSemaphorePermit, drain_waits: TaskTrackerToken) -> Self {
+        Self {
+            permit,
+            drain_waits,
+        }
+    }
+
+    /// The slot's permit, and its hold on the worker's drain: let that go once the task is
+    /// tracked by the worker on its own.
+    pub fn into_parts(self) -> (OwnedSemaphorePermit, TaskTrackerToken) {
+        (self.permit, self.drain_waits)
+    }
 }
 
 /// Where a process's worker offers to take submissions, for as long as it runs.

@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use chime_core::bus::Topology;
 use chime_core::model::{NewTask, TaskView};
-use chime_core::node::LocalWorkerSlot;
+use chime_core::node::{LocalSlot, LocalWorkerSlot};
 use chime_core::store::{Store, StoreError, task_lifecycle, tasks};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tracing::{Instrument, info_span, warn};
 
 use crate::error::ApiError;
@@ -208,7 +208,7 @@ async fn commit(committer: &Committer, batch: Vec<(NewTask, oneshot::Sender<Answ
         .collect();
     // The slots of the tasks the local worker runs itself; given back if the commit fails.
     let worker = committer.local_worker.get();
-    let mut slots: Vec<Option<OwnedSemaphorePermit>> = rows
+    let mut slots: Vec<Option<LocalSlot>> = rows
         .iter()
         .map(|&(task, group)| worker.as_ref()?.slot_to_take(task, group))
         .collect();

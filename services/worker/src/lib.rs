@@ -38,7 +38,7 @@ use chime_core::Node;
 use chime_core::bus::{Broker, Topology};
 use chime_core::config::WorkerSettings;
 use chime_core::model::{NewTask, TaskMessage, kinds};
-use chime_core::node::{LocalWorker, hostname};
+use chime_core::node::{LocalSlot, LocalWorker, hostname};
 use chime_core::store::task_lifecycle::{self, WorkerIdentity};
 use chime_core::store::{Store, StoreError, workers};
 use lapin::Channel;
@@ -554,12 +554,16 @@ impl LocalWorker for Offered {
         &self.0.identity
     }
 
-    fn slot_to_take(&self, task: &NewTask, group: &str) -> Option<OwnedSemaphorePermit> {
-        self.0.slot_to_take(task, group)
+    fn slot_to_take(&self, task: &NewTask, group: &str) -> Option<LocalSlot> {
+        let permit = self.0.slot_to_take(task, group)?;
+        Some(LocalSlot::new(permit, self.0.attempts.token()))
     }
 
-    fn run_taken(&self, message: TaskMessage, slot: OwnedSemaphorePermit) {
-        self.0.run_taken(message, slot);
+    fn run_taken(&self, message: TaskMessage, slot: LocalSlot) {
+        // Spawned on the attempts' tracker before the slot's own hold on it is let go.
+        let (permit, drain_waits) = slot.into_parts();
+        self.0.run_taken(message, permit);
+        drop(drain_waits);
     }
 }
 
