@@ -549,27 +549,26 @@ async fn a_worker_runs_the_submissions_it_takes_and_can_be_told_not_to() -> Resu
         for id in &ids {
             assert_eq!(env.wait_terminal(*id).await?.status, TaskStatus::Succeeded);
         }
-        // The task messages written for the broker (the relay's batched outbox rows).
-        let messages: i64 = sqlx::query_scalar(
-            "SELECT coalesce(sum(CASE WHEN batched THEN jsonb_array_length(body) ELSE 1 END), 0)
-             FROM outbox WHERE exchange = $1",
-        )
-        .bind(queue.topology.tasks_exchange())
-        .fetch_one(env.store.pool())
-        .await?;
-        if take {
-            assert!(
-                messages < 50,
-                "the worker took none of them ({messages} messages)"
-            );
-        } else {
-            assert_eq!(messages, 50, "each goes through the group's queue");
-        }
+        let messages = task_messages(&env).await?;
+        messages_say_taken(take, messages);
         queue.close().await;
         env.stop().await?;
         env.cleanup().await?;
     }
     Ok(())
+}
+
+/// Of 50 tasks that wrote `messages` task messages: with taking on, the worker took some of
+/// them; with it off, each went through the group's queue.
+fn messages_say_taken(take: bool, messages: i64) {
+    if take {
+        assert!(
+            messages < 50,
+            "the worker took none of them ({messages} messages)"
+        );
+    } else {
+        assert_eq!(messages, 50, "each goes through the group's queue");
+    }
 }
 
 /// How many task messages an installation wrote for the broker (the relay's batched outbox rows).
@@ -653,14 +652,7 @@ async fn single_requests_into_a_process_with_a_worker_are_taken_and_can_be_told_
             assert_eq!(env.wait_terminal(*id).await?.status, TaskStatus::Succeeded);
         }
         let messages = task_messages(&env).await? - before;
-        if take {
-            assert!(
-                messages < 50,
-                "the worker took none of them ({messages} messages)"
-            );
-        } else {
-            assert_eq!(messages, 50, "each goes through the group's queue");
-        }
+        messages_say_taken(take, messages);
         env.cleanup().await?;
     }
     Ok(())

@@ -187,14 +187,23 @@ pub async fn submit_routed_taking(
     )
     .await?;
     let submitted = told_made(&messages, made);
-    let mine = messages
+    let mine = taken_made(messages, &submitted, taken);
+    Ok((submitted, mine))
+}
+
+/// The messages of the tasks flagged `taken` that the statement made, in order.
+fn taken_made(
+    messages: Vec<TaskMessage>,
+    submitted: &[Submitted],
+    taken: &[bool],
+) -> Vec<TaskMessage> {
+    messages
         .into_iter()
-        .zip(&submitted)
+        .zip(submitted)
         .zip(taken)
         .filter(|((_, s), taken)| s.created && **taken)
         .map(|((message, _), _)| message)
-        .collect();
-    Ok((submitted, mine))
+        .collect()
 }
 
 /// One [`Submitted`] per message, in order, from the ids a statement made: a task made by it
@@ -247,13 +256,7 @@ pub async fn submit_routed_shown(
         })
         .collect();
     let flags = taking.map_or(&[][..], |(_, taken)| taken);
-    let taken = messages
-        .into_iter()
-        .zip(&submitted)
-        .zip(flags)
-        .filter(|((_, s), taken)| s.created && **taken)
-        .map(|((message, _), _)| message)
-        .collect();
+    let taken = taken_made(messages, &submitted, flags);
     Ok(Shown {
         submitted,
         views,
