@@ -464,6 +464,17 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// kill -9 of a spawned `chime`, then waits for it to be gone.
+pub async fn kill9(child: &mut tokio::process::Child) -> Result<()> {
+    let pid = child.id().context("the process had exited already")?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid)?),
+        nix::sys::signal::Signal::SIGKILL,
+    )?;
+    child.wait().await?;
+    Ok(())
+}
+
 /// A free TCP port on the loopback interface.
 pub fn free_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;

@@ -374,11 +374,7 @@ async fn amqp_submissions_survive_a_killed_worker_and_a_database_outage() -> Res
         Ok(task_count(&env).await? > 0)
     })
     .await?;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(first.id().context("worker exited")?)?),
-        nix::sys::signal::Signal::SIGKILL,
-    )?;
-    first.wait().await?;
+    chime_tests::kill9(&mut first).await?;
     let recorded = task_count(&env).await?;
     assert!(
         recorded < 3000,
@@ -701,11 +697,7 @@ async fn single_requests_taken_by_a_killed_process_all_run() -> Result<()> {
         Ok(counter(&env, "chime_worker_submissions_taken_total").await? >= 20.0)
     })
     .await?;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(first.id().context("chime up exited")?)?),
-        nix::sys::signal::Signal::SIGKILL,
-    )?;
-    first.wait().await?;
+    chime_tests::kill9(&mut first).await?;
     let mut ids = Vec::new();
     for client in clients {
         ids.extend(client.await?);
@@ -729,4 +721,80 @@ async fn single_requests_taken_by_a_killed_process_all_run() -> Result<()> {
     );
     second.kill().await?;
     env.cleanup().await
+}
+
+/// PostgreSQL stopped while single requests flow into a process whose worker takes them, then
+/// started again: every id a client sent (again, by id, once the store is back, if its answer
+/// never came) ends `succeeded` after one attempt. A request whose commit's answer was lost may
+/// have made a task taken by the worker that never heard of it: a scheduler publishes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_requests_taken_through_a_database_outage_all_run_once() -> Result<()> {
+    let pg = chime_tests::postgres::PrivatePostgres::start().await?;
+    let (_, amqp) = chime_tests::server_urls();
+    let mut env = TestEnv::with_amqp_url(&pg.url(), &amqp).await?;
+    env.start(Services::ALL).await?;
+    let url = format!("{}/api/v1/tasks", env.api_url());
+    let warm = http();
+    eventually("the worker to take a task", || async {
+        post_noop(&warm, &url).await?;
+        Ok(counter(&env, "chime_worker_submissions_taken_total").await? >= 1.0)
+    })
+    .await?;
+    // Four clients, each sending until a request fails (the store is gone); an id whose answer
+    // never came is kept too, to be sent again.
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let client = http();
+                let mut sent = Vec::new();
+                loop {
+                    let id = Uuid::now_v7();
+                    sent.push(id);
+                    let response = client
+                        .post(&url)
+                        .timeout(std::time::Duration::from_secs(2))
+                        .json(&json!({"id": id, "kind": "noop"}))
+                        .send()
+                        .await;
+                    match response {
+                        Ok(response) if response.status().is_success() => {}
+                        _ => return sent,
+                    }
+                }
+            })
+        })
+        .collect();
+    eventually("the worker to take tasks from the clients", || async {
+        Ok(counter(&env, "chime_worker_submissions_taken_total").await? >= 50.0)
+    })
+    .await?;
+    pg.stop().await?;
+    let mut ids = Vec::new();
+    for client in clients {
+        ids.extend(client.await?);
+    }
+    pg.resume().await?;
+
+    let client = http();
+    for id in &ids {
+        eventually("the id to be accepted again", || async {
+            let response = client
+                .post(&url)
+                .json(&json!({"id": id, "kind": "noop"}))
+                .send()
+                .await?;
+            Ok(response.status().is_success())
+        })
+        .await?;
+    }
+    for id in &ids {
+        let view = env.wait_terminal(*id).await?;
+        assert_eq!(view.status, TaskStatus::Succeeded);
+        assert_eq!(view.attempt, 1, "{id} ran once");
+        assert_eq!(view.attempts.len(), 1, "{id} ran once");
+    }
+    env.cleanup().await?;
+    pg.destroy().await;
+    Ok(())
 }
