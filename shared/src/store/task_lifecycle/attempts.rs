@@ -5,7 +5,9 @@
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{MessageParts, WorkerIdentity, commit, enqueue_task_messages};
+use super::{
+    MessageParts, WorkerIdentity, commit, enqueue_current_attempts, enqueue_task_messages,
+};
 use crate::bus::Topology;
 use crate::model::{AttemptOutcome, TaskMessage, TaskResult, TaskStatus};
 use crate::store::{Context, Store, StoreError};
@@ -543,8 +545,7 @@ pub async fn release_due_retries(
     .fetch_all(&mut *tx)
     .await
     .context("releasing due retries")?;
-    let messages: Vec<TaskMessage> = released.iter().map(|r| r.message(r.attempt)).collect();
-    enqueue_task_messages(&mut tx, topology, &messages).await?;
+    enqueue_current_attempts(&mut tx, topology, &released).await?;
     commit(store, tx, "committing released retries").await?;
     Ok(released.len())
 }

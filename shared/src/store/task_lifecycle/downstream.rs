@@ -3,9 +3,8 @@
 
 use uuid::Uuid;
 
-use super::{MessageParts, commit, enqueue_task_messages};
+use super::{MessageParts, commit, enqueue_current_attempts};
 use crate::bus::Topology;
-use crate::model::TaskMessage;
 use crate::store::{Context, Store, StoreError};
 
 /// What [`advance_dependent`] did for a (job, data time).
@@ -132,8 +131,7 @@ pub async fn advance_dependent(
     let ids: Vec<Uuid> = tasks.iter().map(|t| t.id).collect();
     match outcome {
         DependencyOutcome::Met => {
-            let messages: Vec<TaskMessage> = tasks.iter().map(|t| t.message(t.attempt)).collect();
-            enqueue_task_messages(&mut tx, topology, &messages).await?;
+            enqueue_current_attempts(&mut tx, topology, &tasks).await?;
         }
         DependencyOutcome::UpstreamFailed => {
             sqlx::query(
@@ -269,8 +267,7 @@ async fn promote_backfill_in(
     .fetch_all(&mut *tx)
     .await
     .context("promoting backfill tasks")?;
-    let messages: Vec<TaskMessage> = promoted.iter().map(|p| p.message(p.attempt)).collect();
-    enqueue_task_messages(&mut *tx, topology, &messages).await?;
+    enqueue_current_attempts(&mut *tx, topology, &promoted).await?;
     Ok(promoted.len())
 }
 

@@ -184,6 +184,16 @@ async fn commit(
     Ok(())
 }
 
+/// Writes the message of each row's current attempt to the outbox ([`enqueue_task_messages`]).
+async fn enqueue_current_attempts(
+    tx: &mut sqlx::PgConnection,
+    topology: &Topology,
+    rows: &[MessageParts],
+) -> Result<(), StoreError> {
+    let messages: Vec<TaskMessage> = rows.iter().map(|t| t.message(t.attempt)).collect();
+    enqueue_task_messages(tx, topology, &messages).await
+}
+
 /// Writes task messages to the outbox, routed to their worker groups, in the caller's
 /// transaction.
 async fn enqueue_task_messages(

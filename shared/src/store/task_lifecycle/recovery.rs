@@ -4,7 +4,9 @@
 
 use uuid::Uuid;
 
-use super::{MessageParts, WorkerIdentity, commit, enqueue_task_messages};
+use super::{
+    MessageParts, WorkerIdentity, commit, enqueue_current_attempts, enqueue_task_messages,
+};
 use crate::bus::Topology;
 use crate::model::TaskMessage;
 use crate::model::kinds::INLINE_KINDS;
@@ -160,8 +162,7 @@ pub async fn publish_unstarted_taken(
     .fetch_all(&mut *tx)
     .await
     .context("finding taken tasks no worker started")?;
-    let messages: Vec<TaskMessage> = taken.iter().map(|t| t.message(t.attempt)).collect();
-    enqueue_task_messages(&mut tx, topology, &messages).await?;
+    enqueue_current_attempts(&mut tx, topology, &taken).await?;
     commit(store, tx, "committing the messages of taken tasks").await?;
     Ok(taken.len())
 }
@@ -360,8 +361,7 @@ pub async fn republish_stale_ready(
     .fetch_all(&mut *tx)
     .await
     .context("finding ready tasks no worker started")?;
-    let messages: Vec<TaskMessage> = stale.iter().map(|t| t.message(t.attempt)).collect();
-    enqueue_task_messages(&mut tx, topology, &messages).await?;
+    enqueue_current_attempts(&mut tx, topology, &stale).await?;
     commit(store, tx, "committing re-published messages").await?;
     Ok(stale.len())
 }
