@@ -42,6 +42,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::executor::Attempt;
+use crate::transitions::Pace;
 use crate::{Phase, Worker};
 
 /// Handles a task message from a worker-group queue.
@@ -90,6 +91,14 @@ enum Origin<'a> {
 }
 
 impl Origin<'_> {
+    /// Whether its transitions hold up a delivery's ack (and so prefetch) until they commit.
+    fn pace(&self) -> Pace {
+        match self {
+            Origin::Delivered { .. } => Pace::Prompt,
+            Origin::Taken => Pace::Unhurried,
+        }
+    }
+
     /// Whether the broker delivered it before (its last consumer's channel closed).
     fn redelivered(&self) -> bool {
         matches!(self, Origin::Delivered { delivery, .. } if delivery.redelivered)
@@ -176,7 +185,9 @@ async fn run(
             return complete(worker, origin, message).await;
         }
         let recorded = match until_answered(worker, || {
-            worker.transitions.start_attempt(message.clone())
+            worker
+                .transitions
+                .start_attempt(message.clone(), origin.pace())
         })
         .await
         {
@@ -249,7 +260,7 @@ async fn run(
             attempt: attempt.message.attempt,
             end,
         };
-        let recorded = record_end(worker, finished).await;
+        let recorded = record_end(worker, finished, origin.pace()).await;
         worker.let_go(key);
         if let Some(moved_to) = recorded {
             metrics::counter!("chime_worker_attempts_total", "outcome" => outcome).increment(1);
@@ -400,7 +411,9 @@ fn differs(message: &TaskMessage, recorded: &TaskMessage) -> Option<&'static str
 async fn complete(worker: &Worker, origin: Origin<'_>, message: TaskMessage) {
     let key = (message.task_id, message.attempt);
     let completed = until_answered(worker, || {
-        worker.transitions.complete_attempt(message.clone())
+        worker
+            .transitions
+            .complete_attempt(message.clone(), origin.pace())
     })
     .await;
     let shadowed = worker.let_go(key);
@@ -492,7 +505,11 @@ async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
 /// Commits the attempt's end, retrying while the database is away. Some(the status the task moved
 /// to, if this worker's end moved it) once there is nothing more to do; None if the worker stops
 /// first (the message is then left unacked).
-async fn record_end(worker: &Worker, finished: FinishedAttempt) -> Option<Option<TaskStatus>> {
+async fn record_end(
+    worker: &Worker,
+    finished: FinishedAttempt,
+    pace: Pace,
+) -> Option<Option<TaskStatus>> {
     let mut delay = Duration::from_millis(100);
     loop {
         let recorded = match &finished.end {
@@ -509,7 +526,7 @@ async fn record_end(worker: &Worker, finished: FinishedAttempt) -> Option<Option
             .map_err(std::sync::Arc::new),
             _ => worker
                 .transitions
-                .finish_attempt(finished.clone())
+                .finish_attempt(finished.clone(), pace)
                 .await
                 .map(|moved| moved.map(Some)),
         };

@@ -11,6 +11,15 @@
 //! worker commits a lone request at once. The answer comes after the commit, so a delivery is
 //! still acked only once its outcome is durable.
 //!
+//! A request says whether a broker delivery waits on it ([`Pace`]). One that does is committed
+//! by the next statement of its kind: its ack, and so the next delivery prefetch lets in, waits
+//! for that commit. One that does not (a task the worker took at submission, with no delivery)
+//! lets a statement already committing finish first and goes with whatever gathered meanwhile,
+//! unless [`GATHER`] requests wait or the oldest has waited [`LINGER`]: a statement costs
+//! PostgreSQL about as much as a dozen more rows in it, and such tasks arrive a few at a time.
+//! During single `POST /api/v1/tasks` requests into `chime up`, 8,000 tasks' completions took
+//! 832–868 statements instead of 1,266–1,327.
+//!
 //! Statements of a kind committing at once never wait for each other's rows: a worker holds one
 //! delivery per attempt, so their tasks differ, and the triggers an end releases belong to jobs
 //! that run one task at a time, whose task is in one batch only.
@@ -25,6 +34,7 @@ use chime_core::store::{Store, StoreError};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Duration, Instant};
 use tracing::{Instrument, info_span};
 use uuid::Uuid;
 
@@ -36,12 +46,29 @@ const MAX_BATCH: usize = 1000;
 /// more (four pairs of runs, alternating).
 const IN_FLIGHT: usize = 2;
 
+/// How many unhurried requests start a statement while another of their kind commits.
+const GATHER: usize = 32;
+
+/// The longest an unhurried request waits for company while another statement of its kind
+/// commits.
+const LINGER: Duration = Duration::from_millis(2);
+
+/// Whether a broker delivery waits on a transition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// A delivery's ack waits on it: the next statement of its kind takes it.
+    Prompt,
+    /// Nothing the broker holds waits on it: it may wait a moment to share a statement.
+    Unhurried,
+}
+
 /// What a transition gave back when it was made (None: the attempt was not in the expected
 /// state), or why the database could not be asked.
 pub type Answer<V> = Result<Option<V>, Arc<StoreError>>;
 
 struct Request<T, V> {
     item: T,
+    pace: Pace,
     reply: oneshot::Sender<Answer<V>>,
 }
 
@@ -98,27 +125,33 @@ impl Transitions {
     /// `ready → running` for the attempt of this message, if its task's row records the same:
     /// the attempt as the row records it (what to run), or None if it was not ready (duplicate,
     /// stale, killed) or the message differs from the row.
-    pub async fn start_attempt(&self, message: TaskMessage) -> Answer<TaskMessage> {
-        ask(&self.starts, message).await
+    pub async fn start_attempt(&self, message: TaskMessage, pace: Pace) -> Answer<TaskMessage> {
+        ask(&self.starts, message, pace).await
     }
 
     /// `ready → succeeded` for the attempt of this message, which has nothing to run, if its
     /// task's row records the same: the status it moved to, or None as for a start.
-    pub async fn complete_attempt(&self, message: TaskMessage) -> Answer<TaskStatus> {
-        ask(&self.completions, message).await
+    pub async fn complete_attempt(&self, message: TaskMessage, pace: Pace) -> Answer<TaskStatus> {
+        ask(&self.completions, message, pace).await
     }
 
     /// Records the attempt's end: the status its task moved to, or None if the attempt is no
     /// longer this worker's.
-    pub async fn finish_attempt(&self, finished: FinishedAttempt) -> Answer<TaskStatus> {
-        ask(&self.ends, finished).await
+    pub async fn finish_attempt(
+        &self,
+        finished: FinishedAttempt,
+        pace: Pace,
+    ) -> Answer<TaskStatus> {
+        ask(&self.ends, finished, pace).await
     }
 }
 
-async fn ask<T, V>(queue: &mpsc::UnboundedSender<Request<T, V>>, item: T) -> Answer<V> {
+async fn ask<T, V>(queue: &mpsc::UnboundedSender<Request<T, V>>, item: T, pace: Pace) -> Answer<V> {
     let (reply, answer) = oneshot::channel();
     let gone = || Arc::new(StoreError::Invalid("the worker is stopping".into()));
-    queue.send(Request { item, reply }).map_err(|_| gone())?;
+    queue
+        .send(Request { item, pace, reply })
+        .map_err(|_| gone())?;
     answer.await.map_err(|_| gone())?
 }
 
@@ -148,8 +181,9 @@ impl Keyed for FinishedAttempt {
     }
 }
 
-/// Takes every waiting request whenever fewer than [`IN_FLIGHT`] batches are committing, commits
-/// them with `commit` and answers each; until every sender is gone and every batch answered.
+/// Commits the waiting requests whenever fewer than [`IN_FLIGHT`] batches are committing and
+/// [`Waiting::ready_to_commit`] says they should go, answering each; until every sender is gone and every
+/// batch answered.
 async fn run<T, V, F, Fut>(
     mut queue: mpsc::UnboundedReceiver<Request<T, V>>,
     kind: &'static str,
@@ -161,21 +195,66 @@ async fn run<T, V, F, Fut>(
 {
     let commit = &commit;
     let mut in_flight = FuturesUnordered::new();
-    let mut waiting = Vec::with_capacity(MAX_BATCH);
+    let mut waiting: Vec<Request<T, V>> = Vec::with_capacity(MAX_BATCH);
+    // When the oldest waiting request arrived, and whether a delivery waits on one.
+    let mut oldest = Instant::now();
+    let mut prompt = false;
     let mut open = true;
     loop {
+        let free = in_flight.len() < IN_FLIGHT;
+        let room = MAX_BATCH - waiting.len();
+        let waited = Waiting {
+            count: waiting.len(),
+            oldest,
+            prompt,
+            more_may_come: open,
+        };
+        if free && waited.ready_to_commit(in_flight.len()) {
+            let batch = std::mem::replace(&mut waiting, Vec::with_capacity(MAX_BATCH));
+            prompt = false;
+            in_flight.push(commit_batch(batch, kind, commit));
+            continue;
+        }
         tokio::select! {
-            n = queue.recv_many(&mut waiting, MAX_BATCH), if open && in_flight.len() < IN_FLIGHT => {
+            n = queue.recv_many(&mut waiting, room), if open && room > 0 => {
                 if n == 0 {
                     open = false;
-                    continue;
+                } else {
+                    if waiting.len() == n {
+                        oldest = Instant::now();
+                    }
+                    let arrived = &waiting[waiting.len() - n..];
+                    prompt |= arrived.iter().any(|r| r.pace == Pace::Prompt);
                 }
-                let batch = std::mem::replace(&mut waiting, Vec::with_capacity(MAX_BATCH));
-                in_flight.push(commit_batch(batch, kind, commit));
             }
             Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
+            () = tokio::time::sleep_until(oldest + LINGER), if free && !waiting.is_empty() => {}
             else => break,
         }
+    }
+}
+
+/// The requests waiting for a statement.
+struct Waiting {
+    count: usize,
+    /// When the oldest arrived.
+    oldest: Instant,
+    /// Whether a delivery waits on one of them.
+    prompt: bool,
+    more_may_come: bool,
+}
+
+impl Waiting {
+    /// Whether they go now, with `committing` statements of their kind in flight: when none
+    /// is, when a delivery waits on one of them, when [`GATHER`] wait, when the oldest has
+    /// waited [`LINGER`], or when no more can come.
+    fn ready_to_commit(&self, committing: usize) -> bool {
+        self.count > 0
+            && (committing == 0
+                || self.prompt
+                || self.count >= GATHER
+                || self.oldest.elapsed() >= LINGER
+                || !self.more_may_come)
     }
 }
 
@@ -214,5 +293,36 @@ where
     };
     for (reply, answer) in replies.into_iter().zip(answers) {
         let _ = reply.send(answer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(count: usize, waited: Duration, prompt: bool, more_may_come: bool) -> Waiting {
+        Waiting {
+            count,
+            oldest: Instant::now() - waited,
+            prompt,
+            more_may_come,
+        }
+    }
+
+    #[test]
+    fn unhurried_requests_wait_for_the_statement_in_flight_unless_many_or_old() {
+        let fresh = Duration::ZERO;
+        // Nothing committing: whatever waits goes.
+        assert!(waiting(1, fresh, false, true).ready_to_commit(0));
+        // One committing: a few fresh unhurried requests wait for it...
+        assert!(!waiting(3, fresh, false, true).ready_to_commit(1));
+        // ...but not when a delivery waits on one of them, when many wait, when the oldest
+        // has waited long enough, or when the worker stops taking more.
+        assert!(waiting(3, fresh, true, true).ready_to_commit(1));
+        assert!(waiting(GATHER, fresh, false, true).ready_to_commit(1));
+        assert!(waiting(3, LINGER, false, true).ready_to_commit(1));
+        assert!(waiting(3, fresh, false, false).ready_to_commit(1));
+        // Nothing waiting never makes a statement.
+        assert!(!waiting(0, LINGER, true, false).ready_to_commit(0));
     }
 }
