@@ -15,8 +15,9 @@
 //! by the next statement of its kind: its ack, and so the next delivery prefetch lets in, waits
 //! for that commit. One that does not (a task the worker took at submission, with no delivery)
 //! lets a statement already committing finish first and goes with whatever gathered meanwhile,
-//! unless [`GATHER`] requests wait or the oldest has waited [`LINGER`]: a statement costs
-//! PostgreSQL about as much as a dozen more rows in it, and such tasks arrive a few at a time.
+//! unless [`GATHER`] requests wait or the oldest has waited [`LINGER`] (a timer tick more at
+//! most): a statement costs PostgreSQL about as much as a dozen more rows in it, and such tasks
+//! arrive a few at a time.
 //! During single `POST /api/v1/tasks` requests into `chime up`, 8,000 tasks' completions took
 //! 832–868 statements instead of 1,266–1,327.
 //!
@@ -58,7 +59,9 @@ const LINGER: Duration = Duration::from_millis(2);
 pub enum Pace {
     /// A delivery's ack waits on it: the next statement of its kind takes it.
     Prompt,
-    /// Nothing the broker holds waits on it: it may wait a moment to share a statement.
+    /// No ack waits on it: it may wait a moment (2–3 ms at most) to share a statement. Its
+    /// task keeps its inline slot meanwhile, so an inline delivery waiting for a slot may wait
+    /// that much longer.
     Unhurried,
 }
 
@@ -182,8 +185,8 @@ impl Keyed for FinishedAttempt {
 }
 
 /// Commits the waiting requests whenever fewer than [`IN_FLIGHT`] batches are committing and
-/// [`Waiting::ready_to_commit`] says they should go, answering each; until every sender is gone and every
-/// batch answered.
+/// [`Waiting::ready_to_commit`] says they should go, answering each; until every sender is gone
+/// and every batch answered.
 async fn run<T, V, F, Fut>(
     mut queue: mpsc::UnboundedReceiver<Request<T, V>>,
     kind: &'static str,
