@@ -594,6 +594,38 @@ async fn counter(env: &TestEnv, name: &str) -> Result<f64> {
         .sum())
 }
 
+/// `clients` concurrent clients, each posting `submission` (of a fresh id each time) to `url`
+/// until a request is not answered with success (or within `timeout`); each ends with every id it
+/// sent, the one whose answer never came too, so that the test can send them all again.
+fn clients_sending_until_refused(
+    clients: usize,
+    url: &str,
+    timeout: Option<std::time::Duration>,
+    submission: fn(&Uuid) -> Value,
+) -> Vec<tokio::task::JoinHandle<Vec<Uuid>>> {
+    (0..clients)
+        .map(|_| {
+            let url = url.to_string();
+            tokio::spawn(async move {
+                let client = http();
+                let mut sent = Vec::new();
+                loop {
+                    let id = Uuid::now_v7();
+                    sent.push(id);
+                    let mut request = client.post(&url).json(&submission(&id));
+                    if let Some(timeout) = timeout {
+                        request = request.timeout(timeout);
+                    }
+                    match request.send().await {
+                        Ok(response) if response.status().is_success() => {}
+                        _ => return sent,
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
 /// Posts a noop task through `POST /api/v1/tasks`, returning its id.
 async fn post_noop(client: &reqwest::Client, url: &str) -> Result<Uuid> {
     let response = client
@@ -674,25 +706,8 @@ async fn single_requests_taken_by_a_killed_process_all_run() -> Result<()> {
     wait_ready().await?;
     let url = format!("{}/api/v1/tasks", env.api_url());
     let submission = |id: &Uuid| json!({"id": id, "kind": "noop", "spec": {"sleep_ms": 300}, "requests_recovery": true});
-    // Eight clients, each sending until the process is gone; an id whose answer never came is
-    // kept too, to be sent again.
-    let clients: Vec<_> = (0..8)
-        .map(|_| {
-            let url = url.clone();
-            tokio::spawn(async move {
-                let client = http();
-                let mut sent = Vec::new();
-                loop {
-                    let id = Uuid::now_v7();
-                    sent.push(id);
-                    match client.post(&url).json(&submission(&id)).send().await {
-                        Ok(response) if response.status().is_success() => {}
-                        _ => return sent,
-                    }
-                }
-            })
-        })
-        .collect();
+    // Eight clients, each sending until the process is gone.
+    let clients = clients_sending_until_refused(8, &url, None, submission);
     eventually("the first process to take tasks", || async {
         Ok(counter(&env, "chime_worker_submissions_taken_total").await? >= 20.0)
     })
@@ -740,31 +755,13 @@ async fn single_requests_taken_through_a_database_outage_all_run_once() -> Resul
         Ok(counter(&env, "chime_worker_submissions_taken_total").await? >= 1.0)
     })
     .await?;
-    // Four clients, each sending until a request fails (the store is gone); an id whose answer
-    // never came is kept too, to be sent again.
-    let clients: Vec<_> = (0..4)
-        .map(|_| {
-            let url = url.clone();
-            tokio::spawn(async move {
-                let client = http();
-                let mut sent = Vec::new();
-                loop {
-                    let id = Uuid::now_v7();
-                    sent.push(id);
-                    let response = client
-                        .post(&url)
-                        .timeout(std::time::Duration::from_secs(2))
-                        .json(&json!({"id": id, "kind": "noop"}))
-                        .send()
-                        .await;
-                    match response {
-                        Ok(response) if response.status().is_success() => {}
-                        _ => return sent,
-                    }
-                }
-            })
-        })
-        .collect();
+    // Four clients, each sending until a request fails (the store is gone).
+    let clients = clients_sending_until_refused(
+        4,
+        &url,
+        Some(std::time::Duration::from_secs(2)),
+        |id| json!({"id": id, "kind": "noop"}),
+    );
     eventually("the worker to take tasks from the clients", || async {
         Ok(counter(&env, "chime_worker_submissions_taken_total").await? >= 50.0)
     })
