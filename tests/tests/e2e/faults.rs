@@ -330,9 +330,14 @@ async fn an_attempt_started_under_a_worker_that_does_not_hold_it_runs_again() ->
     let mut env = TestEnv::new().await?;
     env.start(Services::ALL).await?;
     let worker = worker_id(&env).await?;
-    let id = insert_task(&env, None, "running", None).await?;
+    // One statement: a task `running` under no worker for an instant is one recovery may close
+    // as lost first (it did, in CI), and then this attempt row would collide with its own.
+    let id = Uuid::now_v7();
     sqlx::query(
-        "WITH t AS (UPDATE tasks SET worker_id = $2, started_at = now() WHERE id = $1)
+        "WITH t AS (INSERT INTO tasks (id, kind, spec, worker_group, status, attempt, ready_at,
+                                       created_at, started_at, worker_id)
+                    VALUES ($1, 'noop', '{}', 'default', 'running', 1,
+                            now() - interval '1 minute', now() - interval '1 minute', now(), $2))
          INSERT INTO task_attempts (task_id, attempt, worker_id, worker_name)
          VALUES ($1, 1, $2, 'the live one')",
     )
