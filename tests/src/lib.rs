@@ -82,6 +82,9 @@ pub struct TestEnv {
     /// A store on the test's database (migrated).
     pub store: Store,
     services: Vec<(CancellationToken, JoinHandle<Result<()>>)>,
+    /// The processes it started ([`TestEnv::track`]), by pidfd: one stays the same process
+    /// after its pid was reaped and reused, so cleanup never signals a stranger.
+    children: std::sync::Mutex<Vec<std::os::fd::OwnedFd>>,
 }
 
 impl TestEnv {
@@ -122,6 +125,7 @@ impl TestEnv {
             pg_server: pg_server.to_string(),
             store,
             services: Vec::new(),
+            children: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -266,7 +270,45 @@ impl TestEnv {
             .env("CHIME_DB_POOL_SIZE", "4")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
-            .spawn()?)
+            .spawn()
+            .inspect(|child| self.track(child))?)
+    }
+
+    /// Has [`TestEnv::cleanup`] kill `child` (if it still runs) before it deletes the
+    /// installation's queues.
+    pub fn track(&self, child: &tokio::process::Child) {
+        let pidfd = child
+            .id()
+            .and_then(|pid| rustix::process::Pid::from_raw(i32::try_from(pid).ok()?))
+            .and_then(|pid| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            });
+        if let (Some(pidfd), Ok(mut children)) = (pidfd, self.children.lock()) {
+            children.push(pidfd);
+        }
+    }
+
+    /// Kills every tracked process still running and waits (10 s at most) until each has
+    /// exited, so none of its connections outlives this call.
+    async fn kill_children(&self) {
+        let children = match self.children.lock() {
+            Ok(mut children) => std::mem::take(&mut *children),
+            Err(_) => return,
+        };
+        for pidfd in children {
+            // Gone already (ESRCH) is as good as killed.
+            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+            // A pidfd turns readable once its process has exited.
+            let _ = tokio::task::spawn_blocking(move || {
+                use rustix::event::{PollFd, PollFlags, Timespec, poll};
+                let within = Timespec {
+                    tv_sec: 10,
+                    tv_nsec: 0,
+                };
+                poll(&mut [PollFd::new(&pidfd, PollFlags::IN)], Some(&within))
+            })
+            .await;
+        }
     }
 
     /// `chime ARGS…` with this installation's settings in its environment and every pool at its
@@ -290,6 +332,10 @@ impl TestEnv {
     /// Stops the services and removes the test's database, queues and exchanges.
     pub async fn cleanup(mut self) -> Result<()> {
         self.stop().await?;
+        // A process of this installation still running would declare its queues again as soon
+        // as they are deleted (its consumers are cancelled, and it recovers), and leave them on
+        // the shared broker when it is killed at the end of the test.
+        self.kill_children().await;
         // Every group's queues, also those of groups the test created: quorum queues left on
         // the shared broker cost it memory and CPU for every later test and benchmark.
         let mut groups: Vec<String> = sqlx::query_scalar("SELECT name FROM worker_groups")

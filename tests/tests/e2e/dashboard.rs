@@ -328,6 +328,7 @@ async fn figures_up(env: &TestEnv) -> Result<(tokio::process::Child, String)> {
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()?;
+    env.track(&api);
     eventually("the API to answer", || async {
         Ok(chime_tests::http()
             .get(format!("{base}/readyz"))

@@ -37,6 +37,7 @@ async fn thirty_workers_and_the_services_fit_a_default_server() -> Result<()> {
             .stdout(std::process::Stdio::null())
             .stderr(log)
             .spawn()?;
+        env.track(&child);
         processes.push((name, child));
         Ok(())
     };
