@@ -280,35 +280,54 @@ impl TestEnv {
         let pidfd = child
             .id()
             .and_then(|pid| rustix::process::Pid::from_raw(i32::try_from(pid).ok()?))
-            .and_then(|pid| {
-                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-            });
-        if let (Some(pidfd), Ok(mut children)) = (pidfd, self.children.lock()) {
-            children.push(pidfd);
+            .map(|pid| rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()));
+        match pidfd {
+            Some(Ok(pidfd)) => self
+                .children
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(pidfd),
+            Some(Err(error)) => {
+                eprintln!(
+                    "cannot track a child process (pidfd_open: {error}); cleanup will not kill it"
+                )
+            }
+            None => {}
         }
     }
 
-    /// Kills every tracked process still running and waits (10 s at most) until each has
-    /// exited, so none of its connections outlives this call.
-    async fn kill_children(&self) {
-        let children = match self.children.lock() {
-            Ok(mut children) => std::mem::take(&mut *children),
-            Err(_) => return,
-        };
-        for pidfd in children {
+    /// Kills every tracked process still running and waits (10 s at most in all) until each
+    /// has exited, so none of its connections outlives this call.
+    async fn kill_children(&mut self) {
+        let children = std::mem::take(
+            self.children
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for pidfd in &children {
             // Gone already (ESRCH) is as good as killed.
-            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
-            // A pidfd turns readable once its process has exited.
-            let _ = tokio::task::spawn_blocking(move || {
-                use rustix::event::{PollFd, PollFlags, Timespec, poll};
-                let within = Timespec {
-                    tv_sec: 10,
-                    tv_nsec: 0,
-                };
-                poll(&mut [PollFd::new(&pidfd, PollFlags::IN)], Some(&within))
-            })
-            .await;
+            let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
         }
+        let _ = tokio::task::spawn_blocking(move || {
+            use rustix::event::{PollFd, PollFlags, Timespec, poll};
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            for pidfd in &children {
+                // A pidfd turns readable once its process has exited. A signal (the runtime's
+                // SIGCHLD handler) interrupts the wait without restarting it.
+                loop {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    let within = Timespec {
+                        tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+                        tv_nsec: i64::from(left.subsec_nanos()),
+                    };
+                    match poll(&mut [PollFd::new(pidfd, PollFlags::IN)], Some(&within)) {
+                        Err(rustix::io::Errno::INTR) if !left.is_zero() => continue,
+                        _ => break,
+                    }
+                }
+            }
+        })
+        .await;
     }
 
     /// `chime ARGS…` with this installation's settings in its environment and every pool at its
