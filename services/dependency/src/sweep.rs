@@ -79,7 +79,8 @@ pub async fn sweep(
     let (after_job, after_time) = cursor.unzip();
     let waiting: Vec<(i64, jiff_sqlx::Timestamp)> = sqlx::query_as(
         "SELECT DISTINCT job_id, data_time FROM tasks
-         WHERE status = 'waiting' AND backfill_id IS NULL AND job_id IS NOT NULL
+         WHERE status = 'waiting' AND job_id IS NOT NULL
+           AND NOT awaits_backfill_turn(backfill_id, job_id)
            AND data_time IS NOT NULL AND created_at < now() - make_interval(secs => $1)
            AND ($3::bigint IS NULL OR (job_id, data_time) > ($3, $4))
          ORDER BY job_id, data_time

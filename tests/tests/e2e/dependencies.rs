@@ -600,6 +600,109 @@ async fn a_failed_chain_recovers_with_one_rerun() -> Result<()> {
     env.cleanup().await
 }
 
+/// The same chain made by a backfill (`--with-downstream`): `load → clean → report`, `clean`
+/// fails and `report` fails `upstream_failed`. One rerun of `clean` brings `report` back, and a
+/// rerun of the backfilled `load` with `--downstream` runs the whole chain again: a backfill's
+/// downstream tasks recover as those of triggers and `job run` do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfilled_chain_recovers_with_one_rerun() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let flag = std::env::temp_dir().join(format!("chime-flag-{}", Uuid::now_v7()));
+    let daily = r#"{"kind":"cron","cron":"0 0 0 * * ?","time_zone":"UTC"}"#;
+    for (job, script) in [
+        ("load", "true".to_string()),
+        ("clean", format!("test -f {}", flag.display())),
+        ("report", "true".to_string()),
+    ] {
+        env.chime_ok(&[
+            "job",
+            "create",
+            job,
+            "--kind",
+            "shell",
+            "--script",
+            &script,
+            "--data-time-period",
+            "day",
+        ])
+        .await?;
+        env.chime_ok(&[
+            "trigger",
+            "create",
+            &format!("{job}-daily"),
+            "--job",
+            job,
+            "--schedule",
+            daily,
+        ])
+        .await?;
+    }
+    env.chime_ok(&["job", "depend", "clean", "--on", "load"])
+        .await?;
+    env.chime_ok(&["job", "depend", "report", "--on", "clean"])
+        .await?;
+    let at = "2026-02-01T00:00:00Z";
+    env.chime_ok(&[
+        "backfill",
+        "load",
+        "--from",
+        at,
+        "--to",
+        at,
+        "--with-downstream",
+    ])
+    .await?;
+    let load = wait_ended(&env, "load", 1).await?.remove(0);
+    let clean = wait_ended(&env, "clean", 1).await?.remove(0);
+    let report = wait_ended(&env, "report", 1).await?.remove(0);
+    assert_eq!(load.status, TaskStatus::Succeeded);
+    assert_eq!(clean.status, TaskStatus::Failed);
+    assert_eq!(report.reason.as_deref(), Some("upstream_failed"));
+    for task in [&load, &clean, &report] {
+        assert!(task.backfill_id.is_some(), "a backfill's task: {task:?}");
+    }
+
+    // The input is fixed; one rerun of the middle recovers the rest.
+    std::fs::write(&flag, "")?;
+    let out = env.chime(&["task", "rerun", &clean.id.to_string()]).await?;
+    ensure!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout)?;
+    assert!(
+        said.contains("1 downstream task(s) waiting again")
+            && said.contains(&report.id.to_string()),
+        "{said}"
+    );
+    for id in [clean.id, report.id] {
+        let task = env.wait_terminal(id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    }
+    for job in ["load", "clean", "report"] {
+        assert_eq!(tasks_of(&env, job).await?.len(), 1, "one task of {job}");
+    }
+
+    // --downstream from the backfilled root: the succeeded chain runs again.
+    let out = env
+        .chime(&["task", "rerun", &load.id.to_string(), "--downstream"])
+        .await?;
+    ensure!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout)?;
+    assert!(
+        said.contains("2 downstream task(s) waiting again"),
+        "{said}"
+    );
+    eventually("the backfilled chain to run again", || async {
+        let report = env.task(report.id).await?;
+        let clean = env.task(clean.id).await?;
+        Ok(report.status == TaskStatus::Succeeded
+            && report.attempts.len() == 2
+            && clean.attempts.len() == 3)
+    })
+    .await?;
+    let _ = std::fs::remove_file(&flag);
+    env.cleanup().await
+}
+
 /// `chime task rerun --job J --status failed --data-time-from … --data-time-to …`: every failed
 /// run of the job in the range, in one transaction, with a dry run first; and the same for kill.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -68,7 +68,8 @@ pub async fn advance_dependent(
         r#"
         UPDATE tasks SET status = $3, ready_at = CASE WHEN $3 = 'ready' THEN now() END,
                finished_at = CASE WHEN $3 = 'failed' THEN now() END, reason = $4
-        WHERE job_id = $1 AND data_time = $2 AND status = 'waiting' AND backfill_id IS NULL
+        WHERE job_id = $1 AND data_time = $2 AND status = 'waiting'
+          AND NOT awaits_backfill_turn(backfill_id, job_id)
         RETURNING id, attempt, kind, spec, worker_group, data, data_time, timeout_ms, execute_user
         "#,
     )

@@ -363,7 +363,8 @@ async fn rerun_in(
 /// waiting`) for the tasks downstream of job `job_id`'s run for `data_time`, level by level
 /// through the DAG, in the caller's transaction. Each (job, data time) reopened forgets its
 /// dependency advance, so the dependency service advances it again; a task that had run counts
-/// its next run as a new attempt. Backfill tasks are left to their backfill.
+/// its next run as a new attempt. A backfill's downstream tasks come back as any others; the
+/// backfill's own tasks are its to run (`awaits_backfill_turn`), and are not downstream of it.
 async fn reopen_downstream(
     tx: &mut sqlx::PgConnection,
     topology: &Topology,
@@ -403,7 +404,8 @@ async fn reopen_downstream(
                            rejects = 0, failures = 0, ready_at = NULL, started_at = NULL,
                            finished_at = NULL, next_attempt_at = NULL, worker_id = NULL,
                            kill_requested_at = NULL, reason = NULL, result = NULL
-                    WHERE t.job_id = $1 AND t.data_time = $2 AND t.backfill_id IS NULL
+                    WHERE t.job_id = $1 AND t.data_time = $2
+                      AND NOT awaits_backfill_turn(t.backfill_id, t.job_id)
                       AND ((t.status = 'failed' AND t.reason = 'upstream_failed')
                            OR ($3 AND t.status IN ('succeeded', 'failed', 'killed')))
                     RETURNING t.id, t.attempt, t.worker_group, t.job_id, t.data_time,
