@@ -436,23 +436,31 @@ pub fn redact_url(url: &str) -> String {
 /// mistake no retry mends, so services refuse it at start-up; client verbs, which use neither,
 /// do not look.
 pub fn check_service_urls(settings: &Settings) -> Result<(), ConfigError> {
-    let scheme = settings.database_url.split_once("://").map(|(s, _)| s);
-    if !matches!(scheme, Some("postgres" | "postgresql")) {
-        return Err(ConfigError::Value {
-            key: "database_url",
-            message: format!(
-                "{:?} is not a PostgreSQL URL: chime's store is PostgreSQL, expected \
-                 postgres://user:password@host:5432/database",
-                redact_url(&settings.database_url)
-            ),
-        });
-    }
+    check_database_url(&settings.database_url).map_err(|message| ConfigError::Value {
+        key: "database_url",
+        message,
+    })?;
     crate::bus::connection::check_broker_urls(&settings.amqp_url).map_err(|message| {
         ConfigError::Value {
             key: "amqp_url",
             message,
         }
     })
+}
+
+/// Checks that `url` is a PostgreSQL URL (`postgres://` or `postgresql://`). The driver reads
+/// any URL as PostgreSQL's, so without this a `mysql://` URL to the PostgreSQL port would make a
+/// database there; every path that connects to the store checks it ([`crate::store::Store`]).
+pub fn check_database_url(url: &str) -> Result<(), String> {
+    let scheme = url.split_once("://").map(|(s, _)| s);
+    if matches!(scheme, Some("postgres" | "postgresql")) {
+        return Ok(());
+    }
+    Err(format!(
+        "{:?} is not a PostgreSQL URL: chime's store is PostgreSQL, expected \
+         postgres://user:password@host:5432/database",
+        redact_url(url)
+    ))
 }
 
 /// Whether `name` may be used as an AMQP prefix, a worker group, a job, trigger, calendar or token

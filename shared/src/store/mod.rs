@@ -185,6 +185,7 @@ impl Store {
         acquire_timeout: Duration,
         own_relay: bool,
     ) -> Result<Self, StoreError> {
+        crate::config::check_database_url(url).map_err(StoreError::Invalid)?;
         let options = PgConnectOptions::from_str(url)
             .map_err(StoreError::InvalidUrl)?
             // A process frozen inside a transaction (SIGSTOP, a stalled runtime, a VM pause)

@@ -431,3 +431,43 @@ async fn start_up_refuses_what_no_retry_can_mend() -> Result<()> {
     }
     env.cleanup().await
 }
+
+/// `chime migrate` refuses a URL that is not PostgreSQL's as the services do: the driver would
+/// read `mysql://` to the PostgreSQL port as PostgreSQL's and create the database there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_refuses_a_url_that_is_not_postgresql() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let (pg, _) = chime_tests::server_urls();
+    let database = format!("chime_mysql_{}", env.settings.prefix);
+    let host = pg
+        .split_once("://")
+        .map(|(_, rest)| rest.split('/').next().unwrap_or(rest))
+        .unwrap_or("127.0.0.1:5432");
+    for scheme in ["mysql", "sqlite", "redis"] {
+        let url = format!("{scheme}://{host}/{database}");
+        let out = tokio::time::timeout(
+            Duration::from_secs(60),
+            tokio::process::Command::new(chime_binary()?)
+                .arg("migrate")
+                .env("CHIME_DATABASE_URL", &url)
+                .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+                .env("RUST_LOG", "off")
+                .env_remove("DATABASE_URL")
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .with_context(|| format!("migrate {url}: still running after 60 s"))??;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{url}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+        assert!(stderr.contains("is not a PostgreSQL URL"), "{stderr}");
+    }
+    let made: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(&database)
+            .fetch_one(env.store.pool())
+            .await?;
+    assert!(!made, "no database {database} was made");
+    env.cleanup().await
+}
