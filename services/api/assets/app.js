@@ -434,8 +434,14 @@ function runsChart(runs) {
 }
 
 const TASK_HEADERS = ["id", "status", "job / name", "kind", "worker group", "attempt", "data time", "created", "finished", "duration", "reason"];
+/** Whether `task` was made no earlier than the task of `row` (lists go by creation, not by id: a
+ * caller may choose the id). */
+function newer(task, row) {
+  return !row?.dataset.created || Date.parse(task.created_at) >= Date.parse(row.dataset.created);
+}
+
 function taskRow(t) {
-  return h("tr", { "data-task": t.id },
+  return h("tr", { "data-task": t.id, "data-created": t.created_at },
     h("td", {}, taskLink(t.id)), h("td", {}, status(t.status)), h("td", {}, t.job || !t.name ? jobLink(t.job) : `"${t.name}"`),
     h("td", {}, t.kind), h("td", {}, t.group), h("td", {}, String(t.attempt)),
     h("td", {}, whenData(t.data_time, t.job && t.job.data_time_zone)), h("td", {}, when(t.created_at)), h("td", {}, when(t.finished_at)),
@@ -536,7 +542,7 @@ async function tasksPage(main) {
             bulk.update();
           }
           else { row.remove(); bulk.update(); }
-        } else if (!before && matches(task, filter) && task.id > (body.firstElementChild?.dataset.task || "")) {
+        } else if (!before && matches(task, filter) && newer(task, body.firstElementChild)) {
           const fresh = selectable(task);
           fresh.className = "flash";
           body.prepend(fresh);

@@ -1,12 +1,13 @@
 //! History that does not grow for ever: ended tasks (with their attempts, by cascade) and
 //! fired-trigger rows older than the retention period are removed in small batches.
 //!
-//! What is never touched: a task that has not ended; an ended task whose job is an upstream of a
-//! job with a waiting task (the waiting task may still need it to be met); a fired-trigger row
-//! that is `blocked` or whose task still lives. Each batch is its own short transaction under a
-//! transaction-level advisory lock, so one instance prunes at a time and no lock outlives a batch.
-//! Tasks are found by their UUIDv7 ids (time-ordered) on the primary key, so pruning needs no
-//! index of its own that every task write would pay for.
+//! What is never touched: a task that has not ended; an ended upstream run that a waiting
+//! downstream task still needs (one whose data time is in that task's dependency window; a dry
+//! run names each waiting task and what it keeps); a fired-trigger row that is `blocked` or whose
+//! task still lives. Each batch is its own short transaction under a transaction-level advisory
+//! lock, so one instance prunes at a time and no lock outlives a batch. Age is the time a task
+//! was made (`created_at`, on the creation index the lists walk too), never its id, which a
+//! caller may have chosen.
 //!
 //! Two cuts: `chime prune --older-than` removes everything ended before its cut ([`prune`]); the
 //! hourly pass keeps each task for its job's `retention_days`, else the installation's
@@ -25,7 +26,7 @@ pub const BATCH: i64 = 1000;
 const PRUNE_LOCK: i64 = 0x6368_696d_6570_726e; // "chimeprn"
 
 /// What a prune removed (or, dry, would remove).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PruneReport {
     /// Ended tasks (their attempts went with them).
     pub tasks: i64,
@@ -33,22 +34,51 @@ pub struct PruneReport {
     pub fired_triggers: i64,
     /// Whether another instance was pruning (this one stopped).
     pub busy: bool,
+    /// For a dry run: the ended tasks past the cut that are kept because a waiting task needs
+    /// them, by waiting task (at most [`KEPT_SHOWN`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<KeptForWaiting>,
 }
 
-/// The smallest UUIDv7 of `t`'s millisecond: every task created before `t` has a smaller id.
-pub(crate) fn first_id_at(t: Timestamp) -> Uuid {
-    let ms = u64::try_from(t.as_millisecond()).unwrap_or(0);
-    uuid::Builder::from_unix_timestamp_millis(ms, &[0; 10]).into_uuid()
+/// How many waiting tasks a dry run names.
+pub const KEPT_SHOWN: i64 = 20;
+
+/// Ended upstream runs past a prune's cut that one waiting task still needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KeptForWaiting {
+    /// The waiting task.
+    pub task: Uuid,
+    /// Its job, `group.name`.
+    pub job: String,
+    /// Its data time.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub data_time: Option<Timestamp>,
+    /// The upstream job whose runs it keeps, `group.name`.
+    pub upstream: String,
+    /// How many of that job's ended runs it keeps.
+    pub tasks: i64,
 }
 
 const ENDED_TASKS: &str = "
     SELECT t.id FROM tasks t
-    WHERE t.id < $1 AND t.status IN ('succeeded', 'failed', 'killed') AND {policy}
-      AND NOT EXISTS (
+    WHERE t.created_at < $1 AND t.status IN ('succeeded', 'failed', 'killed') AND {policy}
+      AND NOT {needed}
+    ORDER BY t.created_at, t.id LIMIT $2";
+
+/// Whether ended task `t` is an upstream run a waiting task still needs: one of a downstream
+/// job's waiting tasks has `t`'s data time in its dependency window (`in_dependency_window`,
+/// migration 0019). A waiting task without a data time needs every run of its upstreams. The
+/// bounds on `w.data_time` (wider than any period) let the waiting-tasks index find them.
+const NEEDED: &str = "EXISTS (
           SELECT 1 FROM job_dependencies d
+          JOIN jobs wj ON wj.id = d.job_id
           JOIN tasks w ON w.job_id = d.job_id AND w.status = 'waiting'
-          WHERE d.depends_on_job_id = t.job_id)
-    ORDER BY t.id LIMIT $2";
+          WHERE d.depends_on_job_id = t.job_id
+            AND (w.data_time IS NULL
+                 OR (w.data_time > t.data_time - interval '32 days'
+                     AND w.data_time < t.data_time + interval '32 days'
+                     AND in_dependency_window(d.\"window\", wj.data_time_period,
+                                              wj.data_time_zone, w.data_time, t.data_time))))";
 
 const OLD_FIRES: &str = "
     SELECT f.id FROM fired_triggers f
@@ -99,7 +129,9 @@ async fn prune_tasks(
     } else {
         "true"
     };
-    let ended_tasks = ENDED_TASKS.replace("{policy}", policy);
+    let ended_tasks = ENDED_TASKS
+        .replace("{policy}", policy)
+        .replace("{needed}", NEEDED);
     // Fired-trigger rows follow the installation's retention (or the manual cut).
     let fires_cut = policy_days.map_or(cut, |days| {
         Timestamp::now()
@@ -107,14 +139,13 @@ async fn prune_tasks(
             .unwrap_or(Timestamp::MIN)
     });
     let mut report = PruneReport::default();
-    let first_kept = first_id_at(cut);
     if dry_run {
         let (tasks, fires): (i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT (SELECT count(*) FROM ({}) x), (SELECT count(*) FROM ({}) y)",
             ended_tasks.replace("LIMIT $2", ""),
             OLD_FIRES.replace("$1", "$3").replace("LIMIT $2", "")
         )))
-        .bind(first_kept)
+        .bind(jiff_sqlx::Timestamp::from(cut))
         .bind(0_i64)
         .bind(jiff_sqlx::Timestamp::from(fires_cut))
         .fetch_one(store.pool())
@@ -122,6 +153,7 @@ async fn prune_tasks(
         .context("counting what a prune would remove")?;
         report.tasks = tasks;
         report.fired_triggers = fires;
+        report.kept = kept_for_waiting(store, cut, &ended_tasks).await?;
         return Ok(report);
     }
     loop {
@@ -138,7 +170,7 @@ async fn prune_tasks(
         let delete = sqlx::query(sqlx::AssertSqlSafe(format!(
             "DELETE FROM tasks WHERE id IN ({ended_tasks} FOR UPDATE OF t SKIP LOCKED)"
         )))
-        .bind(first_kept)
+        .bind(jiff_sqlx::Timestamp::from(cut))
         .bind(BATCH);
         let delete = match policy_days {
             Some(days) => delete.bind(days),
@@ -170,4 +202,58 @@ async fn prune_tasks(
             return Ok(report);
         }
     }
+}
+
+/// The ended tasks past `cut` that waiting tasks keep, by waiting task and upstream job.
+async fn kept_for_waiting(
+    store: &Store,
+    cut: Timestamp,
+    ended_tasks: &str,
+) -> Result<Vec<KeptForWaiting>, StoreError> {
+    // The candidates are the prune's own, but for the one clause that keeps them.
+    let candidates = ended_tasks
+        .replace(&format!("AND NOT {NEEDED}"), "")
+        .replace(
+            "SELECT t.id FROM",
+            "SELECT t.id, t.job_id, t.data_time FROM",
+        )
+        .replace("LIMIT $2", "");
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        task: Uuid,
+        job: String,
+        data_time: Option<jiff_sqlx::Timestamp>,
+        upstream: String,
+        tasks: i64,
+    }
+    let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        r#"SELECT w.id AS task, wj.group_name || '.' || wj.name AS job, w.data_time,
+                  uj.group_name || '.' || uj.name AS upstream, count(*) AS tasks
+           FROM ({candidates}) t
+           JOIN jobs uj ON uj.id = t.job_id
+           JOIN job_dependencies d ON d.depends_on_job_id = t.job_id
+           JOIN jobs wj ON wj.id = d.job_id
+           JOIN tasks w ON w.job_id = d.job_id AND w.status = 'waiting'
+           WHERE w.data_time IS NULL
+              OR in_dependency_window(d."window", wj.data_time_period, wj.data_time_zone,
+                                      w.data_time, t.data_time)
+           GROUP BY w.id, wj.group_name, wj.name, w.data_time, uj.group_name, uj.name
+           ORDER BY count(*) DESC, w.id
+           LIMIT $2"#
+    )))
+    .bind(jiff_sqlx::Timestamp::from(cut))
+    .bind(KEPT_SHOWN)
+    .fetch_all(store.pool())
+    .await
+    .context("finding what waiting tasks keep")?;
+    Ok(rows
+        .into_iter()
+        .map(|r| KeptForWaiting {
+            task: r.task,
+            job: r.job,
+            data_time: r.data_time.map(|t| t.to_jiff()),
+            upstream: r.upstream,
+            tasks: r.tasks,
+        })
+        .collect())
 }

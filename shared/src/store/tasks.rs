@@ -473,8 +473,9 @@ impl std::str::FromStr for IdPrefix {
     }
 }
 
-/// The newest tasks that pass `filter`, at most `limit`, as summaries. The walk is on the primary
-/// key (UUIDv7 ids are creation order), so a page costs its length, not the store's size.
+/// The newest tasks that pass `filter`, at most `limit`, as summaries, newest by creation first
+/// (not by id: a caller may choose the id, and it sorts anywhere). The walk is on the creation
+/// index, so a page costs its length, not the store's size.
 pub async fn list(
     store: &Store,
     filter: &TaskFilter,
@@ -506,8 +507,8 @@ pub async fn list(
     }
     if let Some(since) = filter.since {
         query
-            .push(" AND t.id >= ")
-            .push_bind(super::retention::first_id_at(since));
+            .push(" AND t.created_at >= ")
+            .push_bind(jiff_sqlx::Timestamp::from(since));
     }
     if let Some(from) = filter.data_time_from {
         query
@@ -520,7 +521,13 @@ pub async fn list(
             .push_bind(jiff_sqlx::Timestamp::from(to));
     }
     if let Some(before) = filter.before {
-        query.push(" AND t.id < ").push_bind(before);
+        // After the given task in creation order; a task that is gone (pruned) ends the list.
+        query
+            .push(
+                " AND (t.created_at, t.id) < (SELECT b.created_at, b.id FROM tasks b WHERE b.id = ",
+            )
+            .push_bind(before)
+            .push(")");
     }
     if let Some(backfill) = filter.backfill {
         query.push(" AND t.backfill_id = ").push_bind(backfill);
@@ -559,7 +566,9 @@ pub async fn list(
             .push_bind(pattern)
             .push(")");
     }
-    query.push(" ORDER BY t.id DESC LIMIT ").push_bind(limit);
+    query
+        .push(" ORDER BY t.created_at DESC, t.id DESC LIMIT ")
+        .push_bind(limit);
     let rows: Vec<SummaryRow> = query
         .build_query_as()
         .fetch_all(store.pool())
@@ -623,7 +632,8 @@ fn id_ceiling() -> Uuid {
     let ahead = jiff::Timestamp::now()
         .checked_add(jiff::SignedDuration::from_secs(3600))
         .unwrap_or(jiff::Timestamp::MAX);
-    super::retention::first_id_at(ahead)
+    let ms = u64::try_from(ahead.as_millisecond()).unwrap_or(0);
+    uuid::Builder::from_unix_timestamp_millis(ms, &[0; 10]).into_uuid()
 }
 
 /// Tasks created after `after` (by id, the creation order), oldest first, at most `limit`; all

@@ -668,3 +668,50 @@ async fn a_kind_route_changed_through_the_api_applies_to_the_next_submission() -
     assert_eq!(submit_noop().await?, "default");
     env.cleanup().await
 }
+
+/// Lists go by when a task was made, not by its id: a task submitted with a random UUIDv4 id
+/// (Python's `uuid.uuid4()`), which sorts above every UUIDv7, lists below a task made after it,
+/// and the next page (`--before`) goes on from it in creation order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_with_a_callers_random_id_lists_below_a_newer_task() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let first = env.submit(&["--kind", "noop"]).await?;
+    let high = "ffffffff-0b1e-4c3a-9d2e-5f6a7b8c9d0e";
+    let chosen = env.submit(&["--kind", "noop", "--id", high]).await?;
+    assert_eq!(chosen.to_string(), high);
+    let low = "00000000-0b1e-4c3a-9d2e-5f6a7b8c9d0e";
+    env.submit(&["--kind", "noop", "--id", low]).await?;
+    let newest = env.submit(&["--kind", "noop"]).await?;
+    let listed = |out: std::process::Output| -> Result<Vec<String>> {
+        anyhow::ensure!(out.status.success(), "{out:?}");
+        let tasks: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)?;
+        Ok(tasks
+            .iter()
+            .filter_map(|t| t["id"].as_str().map(str::to_string))
+            .collect())
+    };
+    let all = listed(env.chime(&["task", "list", "--json"]).await?)?;
+    assert_eq!(
+        all,
+        [
+            newest.to_string(),
+            low.into(),
+            high.into(),
+            first.to_string()
+        ],
+        "newest made first"
+    );
+    // Page by page, two at a time.
+    let page = listed(
+        env.chime(&["task", "list", "--json", "--limit", "2"])
+            .await?,
+    )?;
+    assert_eq!(page, [newest.to_string(), low.to_string()]);
+    let next = listed(
+        env.chime(&["task", "list", "--json", "--limit", "2", "--before", low])
+            .await?,
+    )?;
+    assert_eq!(next, [high.to_string(), first.to_string()]);
+    env.cleanup().await
+}

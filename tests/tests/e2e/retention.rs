@@ -16,17 +16,31 @@ fn id_from(days_ago: i64) -> Result<Uuid> {
 
 async fn task(env: &TestEnv, days_ago: i64, status: &str, job: Option<&str>) -> Result<Uuid> {
     let id = id_from(days_ago)?;
+    let age = 24.0 * 3600.0 * days_ago as f64;
+    task_made(env, id, age, status, job, "2026-01-01T00:00:00Z").await
+}
+
+/// A task with this id, made `age_s` seconds ago, for `data_time`, with one attempt.
+async fn task_made(
+    env: &TestEnv,
+    id: Uuid,
+    age_s: f64,
+    status: &str,
+    job: Option<&str>,
+    data_time: &str,
+) -> Result<Uuid> {
     sqlx::query(
         "INSERT INTO tasks (id, job_id, kind, spec, worker_group, status, created_at, finished_at,
                             data_time)
          VALUES ($1, (SELECT id FROM jobs WHERE name = $3), 'noop', '{}', 'default', $2,
-                 now() - make_interval(days => $4::int), now() - make_interval(days => $4::int),
-                 '2026-01-01T00:00:00Z')",
+                 now() - make_interval(secs => $4), now() - make_interval(secs => $4),
+                 $5::timestamptz)",
     )
     .bind(id)
     .bind(status)
     .bind(job)
-    .bind(i32::try_from(days_ago)?)
+    .bind(age_s)
+    .bind(data_time)
     .execute(env.store.pool())
     .await?;
     sqlx::query("INSERT INTO task_attempts (task_id, attempt, outcome) VALUES ($1, 1, NULL)")
@@ -63,6 +77,35 @@ async fn prune_removes_old_ended_history_and_nothing_alive_or_needed() -> Result
     let old_waiting = task(&env, 40, "waiting", Some("down")).await?;
     let needed_upstream = task(&env, 40, "succeeded", Some("up")).await?;
     let recent = task(&env, 2, "succeeded", Some("plain")).await?;
+    // Only the upstream run the waiting task's data time needs is kept, not the job's history.
+    let not_needed_upstream = task_made(
+        &env,
+        id_from(40)?,
+        40.0 * 86_400.0,
+        "succeeded",
+        Some("up"),
+        "2025-12-01T00:00:00Z",
+    )
+    .await?;
+    // Age is the time a task was made, not its id: a caller's UUIDv4 sorts anywhere.
+    let young_low_id = task_made(
+        &env,
+        "00000000-0b1e-4c3a-9d2e-5f6a7b8c9d0e".parse()?,
+        2.0,
+        "succeeded",
+        None,
+        "2026-01-01T00:00:00Z",
+    )
+    .await?;
+    let old_high_id = task_made(
+        &env,
+        "ffffffff-0b1e-4c3a-9d2e-5f6a7b8c9d0e".parse()?,
+        40.0 * 86_400.0,
+        "succeeded",
+        None,
+        "2026-01-01T00:00:00Z",
+    )
+    .await?;
     for (task_id, days) in [
         (Some(old_succeeded), 40),
         (Some(old_running), 40),
@@ -84,7 +127,15 @@ async fn prune_removes_old_ended_history_and_nothing_alive_or_needed() -> Result
     assert!(dry.status.success(), "{dry:?}");
     assert_eq!(
         last_line(&dry),
-        "would remove 2 ended task(s) and 1 fired-trigger row(s)"
+        "would remove 4 ended task(s) and 1 fired-trigger row(s)"
+    );
+    let said = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        said.contains(&format!(
+            "keeps 1 ended task(s) of default.up: waiting task {old_waiting} (default.down, \
+             data time 2026-01-01T00:00:00Z) needs them"
+        )),
+        "the dry run says what is kept and why: {said}"
     );
     assert!(
         exists(&env, old_succeeded).await?,
@@ -95,9 +146,9 @@ async fn prune_removes_old_ended_history_and_nothing_alive_or_needed() -> Result
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         last_line(&out),
-        "removed 2 ended task(s) and 1 fired-trigger row(s)"
+        "removed 4 ended task(s) and 1 fired-trigger row(s)"
     );
-    for gone in [old_succeeded, old_failed] {
+    for gone in [old_succeeded, old_failed, not_needed_upstream, old_high_id] {
         assert!(!exists(&env, gone).await?, "{gone} was kept");
     }
     for kept in [
@@ -106,13 +157,14 @@ async fn prune_removes_old_ended_history_and_nothing_alive_or_needed() -> Result
         old_waiting,
         needed_upstream,
         recent,
+        young_low_id,
     ] {
         assert!(exists(&env, kept).await?, "{kept} was removed");
     }
     let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM task_attempts")
         .fetch_one(env.store.pool())
         .await?;
-    assert_eq!(attempts, 5, "the pruned tasks' attempts went with them");
+    assert_eq!(attempts, 6, "the pruned tasks' attempts went with them");
     let fires: i64 = sqlx::query_scalar("SELECT count(*) FROM fired_triggers")
         .fetch_one(env.store.pool())
         .await?;

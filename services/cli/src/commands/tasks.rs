@@ -544,6 +544,18 @@ pub async fn prune(client: &ApiClient, older_than_s: u64, dry_run: bool) -> Resu
             &serde_json::json!({ "older_than_s": older_than_s, "dry_run": dry_run }),
         )
         .await?;
+    for kept in &report.kept {
+        println!(
+            "keeps {} ended task(s) of {}: waiting task {} ({}{}) needs them",
+            kept.tasks,
+            kept.upstream,
+            kept.task,
+            kept.job,
+            kept.data_time
+                .map(|t| format!(", data time {t}"))
+                .unwrap_or_default()
+        );
+    }
     let verb = if dry_run { "would remove" } else { "removed" };
     println!(
         "{verb} {} ended task(s) and {} fired-trigger row(s){}",
