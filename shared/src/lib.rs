@@ -10,12 +10,14 @@
 //! - [`telemetry`]: logs and Prometheus metrics;
 //! - [`schedule`]: the schedule engine (cron, simple, calendar-interval, daily-time-interval
 //!   triggers, calendars, misfires), pure;
-//! - [`node`]: the store, broker and relay one process shares between its services.
+//! - [`node`]: the store, broker and relay one process shares between its services;
+//! - [`redact`]: what may be shown of a value that can carry a secret.
 
 pub mod bus;
 pub mod config;
 pub mod model;
 pub mod node;
+pub mod redact;
 pub mod schedule;
 pub mod store;
 pub mod telemetry;

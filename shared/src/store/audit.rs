@@ -1,6 +1,7 @@
 //! The audit trail: who changed what through the API (kills, reruns, runs, pauses, jobs,
-//! triggers, calendars, routes, worker groups, tokens), newest first: the object changed, and
-//! for an update each setting before and after.
+//! triggers, calendars, routes, worker groups, tokens, webhooks, prunes), newest first: the
+//! object changed, and each setting before and after (a creation's with nothing before). No
+//! secret is kept: handlers pass what may be shown ([`AuditDetail::created`]).
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,29 @@ pub struct AuditDetail {
     pub object: Option<String>,
     /// For an update, each setting it changed.
     pub changes: Vec<Change>,
+}
+
+impl AuditDetail {
+    /// A creation (or a one-off action such as a prune): `object`, and each of `settings`' fields
+    /// as it was set (before: null). The caller passes only what may be shown: never a secret,
+    /// and an executor spec's `headers` and `env` are masked here as an update's are.
+    pub fn created(object: String, settings: serde_json::Value) -> Self {
+        let changes = match settings {
+            serde_json::Value::Object(fields) => fields
+                .into_iter()
+                .map(|(field, after)| Change {
+                    field,
+                    before: serde_json::Value::Null,
+                    after,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Self {
+            object: Some(object),
+            changes: super::patch::redacted(&changes),
+        }
+    }
 }
 
 /// One change, as the API answered it.
@@ -127,6 +151,7 @@ pub async fn list(
                 "backfill",
                 "token",
                 "webhook",
+                "history",
             ]
             .iter()
             .map(|kind| format!("{kind} {o}"))

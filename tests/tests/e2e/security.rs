@@ -1238,3 +1238,69 @@ async fn tasks_reach_no_store_or_broker_without_credentials() -> Result<()> {
     broker.destroy().await;
     result
 }
+
+/// Every change the API makes is audited with its object and what it set: a new admin token's
+/// name and role (never its secret), a webhook's URL without its password or query values, a
+/// worker group, a prune's cut and what it removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creations_and_prunes_are_audited_with_their_object_and_values() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    env.chime_ok(&[
+        "webhook",
+        "add",
+        "https://bot:hunter2@hooks.example.com/T1?token=xoxb-secret&channel=ops",
+    ])
+    .await?;
+    env.chime_ok(&["group", "create", "etl", "--description", "nightly loads"])
+        .await?;
+    env.chime_ok(&["prune", "--older-than", "30d"]).await?;
+    // Last: the first token turns authentication on, and the trail is read with it.
+    let secret = env
+        .chime_ok(&["token", "create", "nightly-bot", "--role", "admin"])
+        .await?;
+    let out = env.chime(&["--token", &secret, "audit", "--json"]).await?;
+    anyhow::ensure!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout)?;
+    assert!(
+        !text.contains(&secret) && !text.contains("hunter2") && !text.contains("xoxb-secret"),
+        "no secret in the trail: {text}"
+    );
+    let events: Vec<serde_json::Value> = serde_json::from_str(&text)?;
+    let event = |object: &str| {
+        events
+            .iter()
+            .find(|e| e["object"] == object)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no event for {object}: {text}"))
+    };
+    let set = |event: &serde_json::Value, field: &str| {
+        event["changes"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["field"] == field))
+            .map(|c| c["after"].clone())
+            .unwrap_or_default()
+    };
+    let token = event("token nightly-bot")?;
+    assert_eq!(set(&token, "name"), "nightly-bot", "{token}");
+    assert_eq!(set(&token, "role"), "admin", "{token}");
+    let hook = events
+        .iter()
+        .find(|e| {
+            e["object"]
+                .as_str()
+                .is_some_and(|o| o.starts_with("webhook "))
+        })
+        .ok_or_else(|| anyhow::anyhow!("no webhook event: {text}"))?;
+    assert_eq!(
+        set(hook, "url"),
+        "https://bot:redacted@hooks.example.com/T1?token=redacted&channel=redacted",
+        "{hook}"
+    );
+    let group = event("worker-group etl")?;
+    assert_eq!(set(&group, "description"), "nightly loads", "{group}");
+    let prune = event("history tasks")?;
+    assert_eq!(set(&prune, "older_than_s"), 30 * 86_400, "{prune}");
+    assert_eq!(set(&prune, "tasks_removed"), 0, "{prune}");
+    env.cleanup().await
+}

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use chime_core::model::Role;
-use chime_core::store::audit::{self, AuditEvent};
+use chime_core::store::audit::{self, AuditDetail, AuditEvent};
 use chime_core::store::tokens::{self, CreatedToken, TokenView};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
@@ -38,7 +38,7 @@ pub async fn create_token(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     ApiJson(token): ApiJson<NewToken>,
-) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
+) -> Result<(StatusCode, Extension<AuditDetail>, Json<CreatedToken>), ApiError> {
     // A token gives no more than its creator has.
     let caller_any = caller
         .0
@@ -73,7 +73,17 @@ pub async fn create_token(
     )
     .await;
     state.token_check.forget();
-    Ok((StatusCode::CREATED, Json(created?)))
+    let created = created?;
+    // The secret is the answer's alone: the trail keeps who may do what.
+    let detail = AuditDetail::created(
+        format!("token {}", created.token.name),
+        serde_json::json!({
+            "name": created.token.name,
+            "role": created.token.role,
+            "execute_users": token.execute_users,
+        }),
+    );
+    Ok((StatusCode::CREATED, Extension(detail), Json(created)))
 }
 
 /// Lists the live tokens (never their secrets).

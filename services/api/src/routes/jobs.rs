@@ -33,7 +33,7 @@ pub async fn create_job(
     let view = jobs::create(&state.store, job).await?;
     Ok((
         StatusCode::CREATED,
-        created("job", &view.group, &view.name),
+        created("job", &view.group, &view.name, &view),
         Json(view),
     ))
 }
@@ -99,12 +99,18 @@ fn audited(update: &JobUpdate) -> Extension<AuditDetail> {
     })
 }
 
-/// Tells the audit trail what a creation made.
-fn created(kind: &str, group: &str, name: &str) -> Extension<AuditDetail> {
-    Extension(AuditDetail {
-        object: Some(format!("{kind} {group}.{name}")),
-        changes: Vec::new(),
-    })
+/// Tells the audit trail what a creation made: the object, and each of its settings as the
+/// answer shows them.
+fn created(
+    kind: &str,
+    group: &str,
+    name: &str,
+    view: &impl serde::Serialize,
+) -> Extension<AuditDetail> {
+    Extension(AuditDetail::created(
+        format!("{kind} {group}.{name}"),
+        serde_json::to_value(view).unwrap_or_default(),
+    ))
 }
 
 /// Creates a trigger (its first fire time computed; the schedulers woken).
@@ -120,7 +126,7 @@ pub async fn create_trigger(
     let view = triggers::create(&state.store, trigger).await?;
     Ok((
         StatusCode::CREATED,
-        created("trigger", &view.group, &view.name),
+        created("trigger", &view.group, &view.name, &view),
         Json(view),
     ))
 }
@@ -172,11 +178,13 @@ pub async fn get_trigger(
 pub async fn create_calendar(
     State(state): State<AppState>,
     ApiJson(calendar): ApiJson<NamedCalendar>,
-) -> Result<(StatusCode, Json<NamedCalendar>), ApiError> {
-    Ok((
-        StatusCode::CREATED,
-        Json(calendars::create(&state.store, calendar).await?),
-    ))
+) -> Result<(StatusCode, Extension<AuditDetail>, Json<NamedCalendar>), ApiError> {
+    let made = calendars::create(&state.store, calendar).await?;
+    let detail = Extension(AuditDetail::created(
+        format!("calendar {}", made.name),
+        serde_json::to_value(&made).unwrap_or_default(),
+    ));
+    Ok((StatusCode::CREATED, detail, Json(made)))
 }
 
 /// Lists calendars.

@@ -2,7 +2,8 @@
 //! hourly retention pass.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Extension, State};
+use chime_core::store::audit::AuditDetail;
 use chime_core::store::retention::{self, PruneReport};
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -28,7 +29,7 @@ pub struct PruneRequest {
 pub async fn prune(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<PruneRequest>,
-) -> Result<Json<PruneReport>, ApiError> {
+) -> Result<(Extension<AuditDetail>, Json<PruneReport>), ApiError> {
     let cut = i64::try_from(request.older_than_s)
         .ok()
         .and_then(|s| {
@@ -37,7 +38,16 @@ pub async fn prune(
                 .ok()
         })
         .ok_or_else(|| ApiError::bad_request("older_than_s is too large"))?;
-    Ok(Json(
-        retention::prune(&state.store, cut, request.dry_run).await?,
-    ))
+    let report = retention::prune(&state.store, cut, request.dry_run).await?;
+    let detail = AuditDetail::created(
+        "history tasks".into(),
+        serde_json::json!({
+            "older_than_s": request.older_than_s,
+            "cut": cut,
+            "dry_run": request.dry_run,
+            "tasks_removed": if request.dry_run { 0 } else { report.tasks },
+            "fired_triggers_removed": if request.dry_run { 0 } else { report.fired_triggers },
+        }),
+    );
+    Ok((Extension(detail), Json(report)))
 }

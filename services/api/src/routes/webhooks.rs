@@ -2,8 +2,9 @@
 //! may carry a receiver's secret, so reading them is admin too).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
+use chime_core::store::audit::AuditDetail;
 use chime_core::store::webhooks::{self, NewWebhook, WebhookView};
 
 use crate::error::{ApiError, ApiJson, ErrorBody};
@@ -15,11 +16,17 @@ use crate::state::AppState;
 pub async fn add_webhook(
     State(state): State<AppState>,
     ApiJson(hook): ApiJson<NewWebhook>,
-) -> Result<(StatusCode, Json<WebhookView>), ApiError> {
-    Ok((
-        StatusCode::CREATED,
-        Json(webhooks::add(&state.store, &hook).await?),
-    ))
+) -> Result<(StatusCode, Extension<AuditDetail>, Json<WebhookView>), ApiError> {
+    let made = webhooks::add(&state.store, &hook).await?;
+    // A receiver's URL may carry its secret (a password, a token in the query).
+    let detail = AuditDetail::created(
+        format!("webhook {}", made.id),
+        serde_json::json!({
+            "url": chime_core::redact::http_url(&made.url),
+            "job": made.job,
+        }),
+    );
+    Ok((StatusCode::CREATED, Extension(detail), Json(made)))
 }
 
 /// Lists webhooks with their delivered and pending counts.

@@ -2,8 +2,9 @@
 //! only these.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
+use chime_core::store::audit::AuditDetail;
 use chime_core::store::worker_groups::{self, NewWorkerGroup, WorkerGroupView};
 
 use crate::error::{ApiError, ApiJson, ErrorBody};
@@ -16,11 +17,13 @@ use crate::state::AppState;
 pub async fn create_group(
     State(state): State<AppState>,
     ApiJson(group): ApiJson<NewWorkerGroup>,
-) -> Result<(StatusCode, Json<WorkerGroupView>), ApiError> {
-    Ok((
-        StatusCode::CREATED,
-        Json(worker_groups::create(&state.store, &group).await?),
-    ))
+) -> Result<(StatusCode, Extension<AuditDetail>, Json<WorkerGroupView>), ApiError> {
+    let made = worker_groups::create(&state.store, &group).await?;
+    let detail = AuditDetail::created(
+        format!("worker-group {}", made.name),
+        serde_json::json!({ "name": made.name, "description": made.description }),
+    );
+    Ok((StatusCode::CREATED, Extension(detail), Json(made)))
 }
 
 /// Lists the worker groups with their workers, jobs and live tasks.
