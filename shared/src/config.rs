@@ -169,6 +169,12 @@ pub struct WorkerSettings {
     /// settings.
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// What http tasks may reach beyond the public internet (`CHIME_WORKER__HTTP_ALLOW`,
+    /// comma-separated): networks (`10.20.0.0/16`, `127.0.0.1`) and host names
+    /// (`billing.internal`, `*.svc.cluster.local`). Default none: an http task may not call this
+    /// machine, its private networks or a cloud's metadata service.
+    #[serde(default)]
+    pub http_allow: Vec<String>,
     /// Run tasks as another user even where they could reach the store or the broker without
     /// credentials (`CHIME_WORKER__ALLOW_OPEN_STORE`; default false: a root worker that finds
     /// PostgreSQL trusting local connections, or RabbitMQ's `guest` open, refuses to start). For
@@ -291,6 +297,7 @@ impl Settings {
                 .with_list_parse_key("worker.groups")
                 .with_list_parse_key("worker.execute_users")
                 .with_list_parse_key("worker.pass_env")
+                .with_list_parse_key("worker.http_allow")
                 .try_parsing(true),
         );
         // Environment sources sit below overrides, so DATABASE_URL (an override above) must not

@@ -58,6 +58,9 @@ pub enum WorkerError {
     /// Its registration failed.
     #[error("registering the worker: {0}")]
     Register(#[source] StoreError),
+    /// Its `http_allow` setting has an entry that is neither a network nor a host name.
+    #[error("{0}")]
+    HttpAllow(String),
     /// Its HTTP client could not be built.
     #[error("building the http executor's client: {0}")]
     HttpClient(#[source] reqwest::Error),

@@ -33,8 +33,11 @@ pub enum ShellCommand {
 
 /// Makes an HTTP request: `{"url": "https://…", "method": "POST", "headers": {…}, "body": …,
 /// "expected_status": [200, 201]}`. A string body is sent as it is; any other JSON body is sent
-/// as JSON; `"send_data": true` sends the task's data as the JSON body instead. Without `expected_status`, any 2xx succeeds. 429 and 503 reject the attempt (try
-/// later, honouring Retry-After); any other status fails it.
+/// as JSON; `"send_data": true` sends the task's data as the JSON body instead. Without
+/// `expected_status`, any 2xx succeeds. 429 and 503 reject the attempt (try later, honouring
+/// Retry-After); any other status fails it. The worker refuses loopback, private, link-local and
+/// unique-local addresses unless its `http_allow` opens them, and follows no redirect unless
+/// `"follow_redirects": true`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSpec {
@@ -56,6 +59,11 @@ pub struct HttpSpec {
     /// The statuses that mean success (default: any 2xx).
     #[serde(default)]
     pub expected_status: Vec<u16>,
+    /// Follow redirects (at most 10), each checked as the first request is (the worker's
+    /// `http_allow`); default false: a 3xx is the answer. A 307 or 308 to another host is not
+    /// followed when the request has a body, and the task's headers are not sent to another host.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub follow_redirects: bool,
 }
 
 fn default_method() -> String {

@@ -278,10 +278,18 @@ async fn kill_cancels_a_retrying_task_in_the_database() -> Result<()> {
 }
 
 /// A one-route-at-a-time HTTP server for the http executor: `/busy` answers 503 with
-/// Retry-After: 1 the first time, then 200; `/broken` answers 500; anything else 200 "fine".
+/// Retry-After: 1 the first time, then 200; `/broken` answers 500; `/moved` a 302 to `/ok`,
+/// `/away` a 302 to another loopback address, `/elsewhere` a 307 to `localhost` (another
+/// origin); anything else 200 "fine".
 async fn serve_http() -> Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
+    let port = address.port();
+    let redirect = move |status: &str, to: String| {
+        format!(
+            "HTTP/1.1 {status}\r\nLocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        )
+    };
     tokio::spawn(async move {
         let busy_calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         while let Ok((mut socket, _)) = listener.accept().await {
@@ -298,6 +306,12 @@ async fn serve_http() -> Result<String> {
                         "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbusy".to_string()
                     }
                     "/broken" => "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\nconnection: close\r\n\r\noops".to_string(),
+                    "/moved" => redirect("302 Found", "/ok".into()),
+                    "/away" => redirect("302 Found", format!("http://127.0.0.2:{port}/ok")),
+                    "/elsewhere" => redirect(
+                        "307 Temporary Redirect",
+                        format!("http://localhost:{port}/ok"),
+                    ),
                     _ => "HTTP/1.1 200 OK\r\ncontent-length: 4\r\nconnection: close\r\n\r\nfine".to_string(),
                 };
                 let _ = socket.write_all(response.as_bytes()).await;
@@ -311,6 +325,8 @@ async fn serve_http() -> Result<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_tasks_succeed_reject_with_retry_after_and_fail() -> Result<()> {
     let mut env = TestEnv::new().await?;
+    // The test's server is on loopback, which http tasks may not reach unless allowed.
+    env.settings.worker.http_allow = vec!["127.0.0.1".into()];
     env.start(UP).await?;
     let base = serve_http().await?;
 
@@ -359,6 +375,92 @@ async fn http_tasks_succeed_reject_with_retry_after_and_fail() -> Result<()> {
     assert_eq!(task.status, TaskStatus::Failed);
     let error = task.result.and_then(|r| r.error).unwrap_or_default();
     assert!(error.contains("500"), "{error}");
+
+    // Redirects: the answer unless the task asks; followed, each target is checked again, and
+    // a body is not sent on to another origin.
+    let run = |spec: serde_json::Value| {
+        let env = &env;
+        async move {
+            let id = env
+                .submit(&["--kind", "http", "--spec", &spec.to_string()])
+                .await?;
+            env.wait_terminal(id).await
+        }
+    };
+    let task = run(serde_json::json!({"url": format!("{base}/moved")})).await?;
+    assert_eq!(task.status, TaskStatus::Failed, "{task:?}");
+    let error = task.result.and_then(|r| r.error).unwrap_or_default();
+    assert!(error.contains("302"), "{error}");
+    let task =
+        run(serde_json::json!({"url": format!("{base}/moved"), "follow_redirects": true})).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    assert_eq!(task.result.map(|r| r.output), Some("fine".into()));
+    let task =
+        run(serde_json::json!({"url": format!("{base}/away"), "follow_redirects": true})).await?;
+    assert_eq!(task.status, TaskStatus::Failed, "{task:?}");
+    let error = task.result.and_then(|r| r.error).unwrap_or_default();
+    assert!(
+        error.contains("127.0.0.2") && error.contains("loopback") && error.contains("http_allow"),
+        "{error}"
+    );
+    let task = run(
+        serde_json::json!({"url": format!("{base}/elsewhere"), "method": "POST",
+                                      "body": {"secret": 1}, "follow_redirects": true}),
+    )
+    .await?;
+    assert_eq!(task.status, TaskStatus::Failed, "{task:?}");
+    let error = task.result.and_then(|r| r.error).unwrap_or_default();
+    assert!(error.contains("another origin"), "{error}");
+    env.cleanup().await
+}
+
+/// By default an http task may not reach the machine its worker runs on nor the networks behind
+/// it: a call to the API's own loopback address (tokenless there) fails naming the rule and the
+/// setting that opens it, whether the URL names the address or a name that resolves to it, and
+/// so does the cloud metadata address. Nothing was sent: the API recorded no task from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_tasks_may_not_reach_the_machine_or_its_networks() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(UP).await?;
+    let api = env.api_url();
+    let port = api.rsplit(':').next().unwrap_or("8080").to_string();
+    let cases = [
+        (
+            format!("{api}/api/v1/tasks"),
+            "127.0.0.1, a loopback address",
+        ),
+        (
+            format!("http://localhost:{port}/api/v1/tasks"),
+            "a loopback address",
+        ),
+        (
+            format!("http://[::1]:{port}/api/v1/tasks"),
+            "a loopback address",
+        ),
+        (
+            "http://169.254.169.254/latest/meta-data/".to_string(),
+            "the cloud metadata address",
+        ),
+        ("http://10.11.12.13/".to_string(), "a private address"),
+    ];
+    for (url, rule) in cases {
+        let spec = serde_json::json!({"url": url, "method": "POST",
+                                      "body": {"kind": "shell", "command": ["id"]}});
+        let id = env
+            .submit(&["--kind", "http", "--spec", &spec.to_string()])
+            .await?;
+        let task = env.wait_terminal(id).await?;
+        assert_eq!(task.status, TaskStatus::Failed, "{url}: {task:?}");
+        let error = task.result.and_then(|r| r.error).unwrap_or_default();
+        assert!(
+            error.contains("refused") && error.contains(rule) && error.contains("http_allow"),
+            "{url}: {error}"
+        );
+    }
+    let shells: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE kind = 'shell'")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(shells, 0, "no request reached the API");
     env.cleanup().await
 }
 

@@ -11,6 +11,7 @@
 mod execute_user;
 pub mod guard;
 mod http;
+mod http_policy;
 mod noop;
 pub mod output;
 pub mod sandbox;
@@ -141,6 +142,7 @@ pub struct Executors {
     output_tail_bytes: usize,
     templates: BTreeMap<String, CommandTemplate>,
     http: reqwest::Client,
+    http_policy: Arc<http_policy::HttpPolicy>,
     users: UserPolicy,
     env: TaskEnv,
     sandbox: Arc<sandbox::Sandbox>,
@@ -155,8 +157,18 @@ impl Executors {
     ) -> Result<Self, crate::WorkerError> {
         // ring is the one crypto provider linked in; a second install attempt is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let policy = Arc::new(
+            http_policy::HttpPolicy::new(&settings.http_allow)
+                .map_err(crate::WorkerError::HttpAllow)?,
+        );
+        // Names resolve through the policy, so the address checked is the address used; the
+        // executor follows redirects itself, checking each (`http::run`); and no proxy stands
+        // between the check and the connection.
         let http = reqwest::Client::builder()
             .user_agent(concat!("chime-worker/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(http_policy::Guarded(policy.clone()))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
             .build()
             .map_err(crate::WorkerError::HttpClient)?;
         let sandbox = sandbox::Sandbox::create().map_err(crate::WorkerError::Guard)?;
@@ -164,6 +176,7 @@ impl Executors {
             output_tail_bytes: settings.output_tail_bytes,
             templates,
             http,
+            http_policy: policy,
             users: UserPolicy {
                 default_user: settings.default_user.clone(),
                 allowed: settings.execute_users.clone(),
@@ -205,7 +218,7 @@ impl Executors {
                 Err(error) => invalid_spec(error),
             },
             "http" => match HttpSpec::parse(spec) {
-                Ok(spec) => http::run(&self.http, spec, attempt).await,
+                Ok(spec) => http::run(&self.http, &self.http_policy, spec, attempt).await,
                 Err(error) => invalid_spec(error),
             },
             "noop" => match NoopSpec::parse(spec) {
