@@ -1,5 +1,6 @@
-//! History that does not grow for ever: ended tasks (with their attempts, by cascade) and
-//! fired-trigger rows older than the retention period are removed in small batches.
+//! History that does not grow for ever: ended tasks (with their attempts, by cascade),
+//! fired-trigger rows and ended webhook deliveries older than the retention period are removed
+//! in small batches.
 //!
 //! What is never touched: a task that has not ended; an ended upstream run that a waiting
 //! downstream task still needs (one whose data time is in that task's dependency window; a dry
@@ -32,6 +33,9 @@ pub struct PruneReport {
     pub tasks: i64,
     /// Fired-trigger rows.
     pub fired_triggers: i64,
+    /// Webhook deliveries delivered or given up.
+    #[serde(default)]
+    pub webhook_deliveries: i64,
     /// Whether another instance was pruning (this one stopped).
     pub busy: bool,
     /// For a dry run: the ended tasks past the cut that are kept because a waiting task needs
@@ -79,6 +83,12 @@ const NEEDED: &str = "EXISTS (
                      AND w.data_time < t.data_time + interval '32 days'
                      AND in_dependency_window(d.\"window\", wj.data_time_period,
                                               wj.data_time_zone, w.data_time, t.data_time))))";
+
+/// Webhook deliveries that ended (delivered, or given up) and were made before `$1`.
+const OLD_DELIVERIES: &str = "
+    SELECT d.id FROM webhook_deliveries d
+    WHERE d.created_at < $1 AND (d.delivered_at IS NOT NULL OR d.gave_up_at IS NOT NULL)
+    ORDER BY d.created_at LIMIT $2";
 
 const OLD_FIRES: &str = "
     SELECT f.id FROM fired_triggers f
@@ -140,19 +150,23 @@ async fn prune_tasks(
     });
     let mut report = PruneReport::default();
     if dry_run {
-        let (tasks, fires): (i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT (SELECT count(*) FROM ({}) x), (SELECT count(*) FROM ({}) y)",
-            ended_tasks.replace("LIMIT $2", ""),
-            OLD_FIRES.replace("$1", "$3").replace("LIMIT $2", "")
-        )))
-        .bind(jiff_sqlx::Timestamp::from(cut))
-        .bind(0_i64)
-        .bind(jiff_sqlx::Timestamp::from(fires_cut))
-        .fetch_one(store.pool())
-        .await
-        .context("counting what a prune would remove")?;
+        let (tasks, fires, deliveries): (i64, i64, i64) =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT (SELECT count(*) FROM ({}) x), (SELECT count(*) FROM ({}) y),
+                    (SELECT count(*) FROM ({}) z)",
+                ended_tasks.replace("LIMIT $2", ""),
+                OLD_FIRES.replace("$1", "$3").replace("LIMIT $2", ""),
+                OLD_DELIVERIES.replace("$1", "$3").replace("LIMIT $2", "")
+            )))
+            .bind(jiff_sqlx::Timestamp::from(cut))
+            .bind(0_i64)
+            .bind(jiff_sqlx::Timestamp::from(fires_cut))
+            .fetch_one(store.pool())
+            .await
+            .context("counting what a prune would remove")?;
         report.tasks = tasks;
         report.fired_triggers = fires;
+        report.webhook_deliveries = deliveries;
         report.kept = kept_for_waiting(store, cut, &ended_tasks).await?;
         return Ok(report);
     }
@@ -190,7 +204,18 @@ async fn prune_tasks(
         .await
         .context("pruning fired-trigger rows")?
         .rows_affected();
+        let deliveries = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM webhook_deliveries WHERE id IN ({OLD_DELIVERIES} FOR UPDATE OF d SKIP LOCKED)"
+        )))
+        .bind(jiff_sqlx::Timestamp::from(fires_cut))
+        .bind(BATCH)
+        .execute(&mut *tx)
+        .await
+        .context("pruning webhook deliveries")?
+        .rows_affected();
         tx.commit().await.context("committing a prune batch")?;
+        let deliveries = i64::try_from(deliveries).unwrap_or(i64::MAX);
+        report.webhook_deliveries += deliveries;
         let (tasks, fires) = (
             i64::try_from(tasks).unwrap_or(i64::MAX),
             i64::try_from(fires).unwrap_or(i64::MAX),
@@ -198,7 +223,7 @@ async fn prune_tasks(
         report.tasks += tasks;
         report.fired_triggers += fires;
         metrics::counter!("chime_pruned_tasks_total").increment(tasks.unsigned_abs());
-        if tasks < BATCH && fires < BATCH {
+        if tasks < BATCH && fires < BATCH && deliveries < BATCH {
             return Ok(report);
         }
     }

@@ -5,7 +5,12 @@
 //!   job's success window missed (a scheduler's check, [`notify_overdue`], once per deadline)
 //!     └─▶ webhook_deliveries row per matching webhook ──due──▶ claimed by a scheduler
 //!           ──POST 2xx──▶ delivered      ──error / non-2xx──▶ retried (1 s, 2 s, 4 s … 10 min)
+//!                                            ──the 15th failed try──▶ given up (kept, shown)
 //! ```
+//!
+//! A scheduler has a bounded number of deliveries in flight, and at most a few per webhook
+//! ([`claim_due`]), so a receiver that hangs delays only its own. Delivered and given-up
+//! deliveries are removed by retention with the task history (`retention.rs`).
 //!
 //! A delivery is claimed by moving its next attempt past the request's timeout before the POST,
 //! in its own short transaction, so no lock is held across the network and an instance that dies
@@ -31,6 +36,11 @@ pub struct WebhookView {
     pub delivered: i64,
     /// Deliveries still being tried.
     pub pending: i64,
+    /// Deliveries given up after [`MAX_ATTEMPTS`] tries.
+    pub gave_up: i64,
+    /// The newest failed try's error (the URL's secrets never in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// A webhook as the API takes it.
@@ -59,7 +69,13 @@ pub struct Delivery {
     pub body: sqlx::types::Json<serde_json::Value>,
     /// Tries so far, this one included.
     pub attempts: i32,
+    /// Its webhook (the receiver).
+    pub webhook_id: i64,
 }
+
+/// How many times a delivery is tried before it is given up: with the backoff (1 s doubling to
+/// 10 minutes between tries), about an hour of a receiver's outage.
+pub const MAX_ATTEMPTS: i32 = 15;
 
 /// How long a claimed delivery stays claimed: longer than a request may take.
 pub const CLAIM_SECONDS: f64 = 30.0;
@@ -115,15 +131,20 @@ pub async fn add(store: &Store, hook: &NewWebhook) -> Result<WebhookView, StoreE
         .ok_or_else(|| StoreError::NotFound(format!("webhook {id}")))
 }
 
-/// The URL, if it is one a webhook may have: http or https, with a host, no NUL.
+/// The URL, if it is one a webhook may have: an http or https URL that parses, with a host, no
+/// NUL, at most 2,000 bytes. The error shows it without its secrets.
 fn checked_url(url: &str) -> Result<&str, StoreError> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| StoreError::Invalid(format!("url {url:?}: use an http or https URL")))?;
-    if rest.is_empty() || rest.starts_with('/') || url.contains('\0') || url.len() > 2000 {
+    let shown = crate::redact::http_url(url);
+    let parsed = url::Url::parse(url)
+        .map_err(|e| StoreError::Invalid(format!("url {shown}: not a URL ({e})")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
         return Err(StoreError::Invalid(format!(
-            "url {url:?}: give a host, as in https://alerts.example.com/chime"
+            "url {shown}: use an http or https URL"
+        )));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) || url.contains('\0') || url.len() > 2000 {
+        return Err(StoreError::Invalid(format!(
+            "url {shown}: give a host, as in https://alerts.example.com/chime"
         )));
     }
     Ok(url)
@@ -134,7 +155,12 @@ pub async fn list(store: &Store) -> Result<Vec<WebhookView>, StoreError> {
     sqlx::query_as(
         "SELECT w.id, j.group_name || '.' || j.name AS job, w.url,
                 count(d.id) FILTER (WHERE d.delivered_at IS NOT NULL) AS delivered,
-                count(d.id) FILTER (WHERE d.id IS NOT NULL AND d.delivered_at IS NULL) AS pending
+                count(d.id) FILTER (WHERE d.id IS NOT NULL AND d.delivered_at IS NULL
+                                      AND d.gave_up_at IS NULL) AS pending,
+                count(d.id) FILTER (WHERE d.gave_up_at IS NOT NULL) AS gave_up,
+                (SELECT e.last_error FROM webhook_deliveries e
+                 WHERE e.webhook_id = w.id AND e.last_error IS NOT NULL AND e.delivered_at IS NULL
+                 ORDER BY e.id DESC LIMIT 1) AS last_error
          FROM webhooks w LEFT JOIN jobs j ON j.id = w.job_id
          LEFT JOIN webhook_deliveries d ON d.webhook_id = w.id
          GROUP BY w.id, j.group_name, j.name ORDER BY w.id",
@@ -142,6 +168,16 @@ pub async fn list(store: &Store) -> Result<Vec<WebhookView>, StoreError> {
     .fetch_all(store.pool())
     .await
     .context("listing webhooks")
+    .map(|hooks: Vec<WebhookView>| {
+        // A receiver's URL may carry its secret; it is kept, and used, but not shown.
+        hooks
+            .into_iter()
+            .map(|h| WebhookView {
+                url: crate::redact::http_url(&h.url),
+                ..h
+            })
+            .collect()
+    })
 }
 
 /// Removes a webhook and its deliveries.
@@ -218,48 +254,93 @@ pub async fn notify_overdue(store: &Store) -> Result<i64, StoreError> {
     Ok(overdue)
 }
 
-/// Claims up to `limit` due deliveries for one try each (see the module's comment).
-pub async fn claim_due(store: &Store, limit: i64) -> Result<Vec<Delivery>, StoreError> {
+/// Claims up to `limit` due deliveries for one try each (see the module's comment), at most
+/// `per_receiver` in flight for each webhook, counting `busy`: the deliveries this caller still
+/// has in flight, by webhook. So a receiver that hangs holds at most its own share of the
+/// caller's slots, and the others' deliveries go on.
+pub async fn claim_due(
+    store: &Store,
+    limit: i64,
+    per_receiver: i64,
+    busy: &[(i64, i64)],
+) -> Result<Vec<Delivery>, StoreError> {
+    let (busy_hooks, busy_counts): (Vec<i64>, Vec<i64>) = busy.iter().copied().unzip();
     sqlx::query_as(
         "UPDATE webhook_deliveries d
          SET attempts = d.attempts + 1,
              next_attempt_at = now() + make_interval(secs => $2)
          FROM (SELECT id FROM webhook_deliveries
-               WHERE delivered_at IS NULL AND next_attempt_at <= now()
-               ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED) due,
+               WHERE id IN (
+                   SELECT c.id FROM (
+                       SELECT x.id, x.next_attempt_at,
+                              row_number() OVER (PARTITION BY x.webhook_id
+                                                 ORDER BY x.next_attempt_at, x.id) AS n,
+                              coalesce(b.n, 0) AS busy
+                       FROM webhook_deliveries x
+                       LEFT JOIN unnest($3::bigint[], $4::bigint[]) AS b(webhook_id, n)
+                              ON b.webhook_id = x.webhook_id
+                       WHERE x.delivered_at IS NULL AND x.gave_up_at IS NULL
+                         AND x.next_attempt_at <= now()
+                   ) c
+                   WHERE c.n <= $5 - c.busy
+                   ORDER BY c.next_attempt_at LIMIT $1)
+               FOR UPDATE SKIP LOCKED) due,
               webhooks w
          WHERE d.id = due.id AND w.id = d.webhook_id
-         RETURNING d.id, w.url, d.body, d.attempts",
+           AND d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= now()
+         RETURNING d.id, w.url, d.body, d.attempts, d.webhook_id",
     )
     .bind(limit)
     .bind(CLAIM_SECONDS)
+    .bind(&busy_hooks)
+    .bind(&busy_counts)
+    .bind(per_receiver)
     .fetch_all(store.pool())
     .await
     .context("claiming webhook deliveries")
 }
 
+/// What [`record`] made of a try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TryOutcome {
+    /// The receiver answered 2xx.
+    Delivered,
+    /// It failed; the delivery is tried again after its backoff.
+    Retrying,
+    /// It failed for the [`MAX_ATTEMPTS`]th time: the delivery is given up.
+    GaveUp,
+}
+
 /// Records a try: delivered, or to be tried again after a backoff that doubles from 1 s up to
-/// 10 minutes.
+/// 10 minutes, or, after [`MAX_ATTEMPTS`] tries, given up. `error` must show no secret of the
+/// URL (it is kept and shown by `webhook list`).
 pub async fn record(
     store: &Store,
     id: i64,
     attempts: i32,
     error: Option<&str>,
-) -> Result<(), StoreError> {
+) -> Result<TryOutcome, StoreError> {
     let backoff = 2f64.powi(attempts.saturating_sub(1).min(20)).min(600.0);
+    let give_up = error.is_some() && attempts >= MAX_ATTEMPTS;
     sqlx::query(
         "UPDATE webhook_deliveries
          SET delivered_at = CASE WHEN $2::text IS NULL THEN now() END,
              last_error = $2,
-             next_attempt_at = CASE WHEN $2::text IS NULL THEN next_attempt_at
+             gave_up_at = CASE WHEN $4 THEN now() END,
+             next_attempt_at = CASE WHEN $2::text IS NULL OR $4 THEN next_attempt_at
                                     ELSE now() + make_interval(secs => $3) END
          WHERE id = $1",
     )
     .bind(id)
     .bind(error)
     .bind(backoff)
+    .bind(give_up)
     .execute(store.pool())
     .await
     .context("recording a webhook delivery")?;
-    Ok(())
+    Ok(match (error, give_up) {
+        (None, _) => TryOutcome::Delivered,
+        (Some(_), false) => TryOutcome::Retrying,
+        (Some(_), true) => TryOutcome::GaveUp,
+    })
 }

@@ -58,7 +58,12 @@ pub fn describe() {
     );
     describe_counter!(
         "chime_webhook_deliveries_total",
-        "Webhook POSTs by a scheduler instance, by outcome (delivered, failed: tried again later)."
+        "Webhook POSTs by a scheduler instance, by outcome (delivered, failed: tried again \
+         later, gave_up: the delivery's last try failed)."
+    );
+    describe_gauge!(
+        "chime_webhook_deliveries_in_flight",
+        "Webhook deliveries a scheduler instance has in flight (at most 32, 2 per webhook)."
     );
     describe_counter!(
         "chime_service_checkins_total",
@@ -321,7 +326,7 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
     }
     match role {
         Role::Scheduler => {
-            for outcome in ["delivered", "failed"] {
+            for outcome in ["delivered", "failed", "gave_up"] {
                 counter!("chime_webhook_deliveries_total", "outcome" => outcome).increment(0);
             }
             for policy in crate::schedule::misfire::MisfirePolicy::ALL {

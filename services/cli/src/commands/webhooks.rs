@@ -66,10 +66,23 @@ pub async fn webhook(client: &ApiClient, command: WebhookCommand) -> Result<()> 
                         h.url.clone(),
                         h.delivered.to_string(),
                         h.pending.to_string(),
+                        h.gave_up.to_string(),
+                        opt(h.last_error.as_deref()),
                     ]
                 })
                 .collect();
-            table(&["ID", "JOB", "URL", "DELIVERED", "PENDING"], &rows);
+            table(
+                &[
+                    "ID",
+                    "JOB",
+                    "URL",
+                    "DELIVERED",
+                    "PENDING",
+                    "GAVE UP",
+                    "LAST ERROR",
+                ],
+                &rows,
+            );
         }
         WebhookCommand::Delete { id } => {
             client.delete(&format!("/api/v1/webhooks/{id}")).await?;
