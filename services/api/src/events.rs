@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use chime_core::bus::Broker;
 use chime_core::store::{Store, tasks};
@@ -41,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 use uuid::Uuid;
 
+use crate::auth::Caller;
 use crate::state::AppState;
 
 /// How often the poller looks.
@@ -308,13 +309,17 @@ async fn look(
 /// Streams task changes as server-sent events until the client goes away.
 #[utoipa::path(
     get, path = "/api/v1/events", tag = "tasks",
-    responses((status = 200, description = "text/event-stream of `tasks`, `resync` and `tick` events"))
+    responses((status = 200, description = "text/event-stream of `tasks`, `resync` and `tick` events"),
+              (status = 429, description = "the token, or the API, holds its most streams", body = crate::error::ErrorBody))
 )]
 pub async fn task_events(
     State(state): State<AppState>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    Extension(caller): Extension<Caller>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, crate::limits::StreamRefused> {
+    // Held by the stream for its life: a feed is bounded per token and in all.
+    let slot = state.streams.take(&caller.0.name)?;
     let receiver = state.events.subscribe();
-    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+    let stream = futures::stream::unfold((receiver, slot), |(mut receiver, slot)| async move {
         let event = match receiver.recv().await {
             Ok((name, data)) => Event::default().event(name).data(&*data),
             // Too slow a reader missed some: tell it to reload.
@@ -323,9 +328,9 @@ pub async fn task_events(
             }
             Err(broadcast::error::RecvError::Closed) => return None,
         };
-        Some((event, receiver))
+        Some((event, (receiver, slot)))
     })
     .map(Ok)
     .take_until(state.shutdown.clone().cancelled_owned());
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }

@@ -10,12 +10,14 @@ pub mod dashboard;
 pub mod error;
 pub mod events;
 pub mod http_server;
+pub mod limits;
 pub mod routes;
 pub mod state;
 pub mod submissions;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::middleware::Next;
 use axum::routing::get;
 use chime_core::Node;
 use chime_core::model::MAX_PAYLOAD_BYTES;
@@ -187,6 +189,15 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(routes::health::readyz))
         .route("/metrics", get(routes::health::metrics))
         .fallback(|| async { error::ApiError::not_found("no such route") })
+        // Inside authorization: a body is read only for a caller that may make the call.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            |State(state): State<AppState>, request: axum::extract::Request, next: Next| async move {
+                let batch = request.uri().path() == "/api/v1/tasks/batch";
+                let limit = if batch { MAX_BATCH_BODY_BYTES } else { MAX_BODY_BYTES };
+                limits::read_body_in_time(&state.batch_bytes, limit, batch, request, next).await
+            },
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authorize,
@@ -222,6 +233,8 @@ pub fn state(node: &Node, listener: &TcpListener) -> AppState {
             node.local_worker.clone(),
         ),
         events: events::TaskEvents::new(node.store.clone(), node.broker.clone()),
+        streams: Default::default(),
+        batch_bytes: Default::default(),
         shutdown: CancellationToken::new(),
     }
 }

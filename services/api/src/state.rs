@@ -27,6 +27,10 @@ pub struct AppState {
     pub submissions: crate::submissions::Submissions,
     /// Live task changes for the dashboard.
     pub events: crate::events::TaskEvents,
+    /// The streams open (event feeds, followed logs), bounded in all and per token.
+    pub streams: std::sync::Arc<crate::limits::StreamSlots>,
+    /// The bytes of batch bodies in flight, bounded.
+    pub batch_bytes: std::sync::Arc<crate::limits::BatchBytes>,
     /// Cancelled when the server stops: long-lived streams (events, followed logs) end with it,
     /// so a graceful shutdown does not wait for the clients to leave.
     pub shutdown: tokio_util::sync::CancellationToken,

@@ -254,6 +254,15 @@ pub fn describe() {
         "chime_api_live_updates_total",
         "Batches of task changes sent to the dashboard's live feed."
     );
+    describe_gauge!(
+        "chime_api_streams_open",
+        "Event feeds and followed logs the API serves (at most 256, 32 per token)."
+    );
+    describe_counter!(
+        "chime_api_connections_refused_total",
+        "Connections closed at once because their address held its share of the API's (256, \
+         and 8 of the health-check reserve)."
+    );
 }
 
 /// The process whose metrics [`register_at_zero`] registers.
@@ -310,6 +319,7 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
             "chime_api_tasks_submitted_total",
             "chime_api_tasks_killed_total",
             "chime_api_live_updates_total",
+            "chime_api_connections_refused_total",
         ],
     };
     for name in counters {

@@ -9,7 +9,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::header;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -22,6 +22,7 @@ use serde_json::json;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
@@ -52,6 +53,7 @@ pub struct LogsQuery {
 )]
 pub async fn task_logs(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Query(query): Query<LogsQuery>,
 ) -> Result<Response, ApiError> {
@@ -63,10 +65,19 @@ pub async fn task_logs(
         )));
     }
     if query.follow {
+        // Held by the stream for its life: followers are bounded per token and in all.
+        let slot = match state.streams.take(&caller.0.name) {
+            Ok(slot) => slot,
+            Err(refused) => return Ok(refused.into_response()),
+        };
         let stream = until_shutdown(
             follow(state.store.clone(), id, query.attempt, status, output),
             &state,
-        );
+        )
+        .map(move |event| {
+            let _held = &slot;
+            event
+        });
         return Ok(Sse::new(stream)
             .keep_alive(KeepAlive::default())
             .into_response());
