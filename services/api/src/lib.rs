@@ -182,7 +182,7 @@ pub fn router(state: AppState) -> Router {
             ))
         }),
     );
-    Router::new()
+    let app = Router::new()
         .merge(api)
         .merge(dashboard::routes())
         .route("/healthz", get(routes::health::healthz))
@@ -210,7 +210,53 @@ pub fn router(state: AppState) -> Router {
                 tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG),
             ),
         )
-        .with_state(state)
+        .with_state(state);
+    // Around the router, not inside it: a path rewritten there would be rewritten after routing.
+    // The outer router has no routes; its layer runs before the inner one routes.
+    Router::new()
+        .fallback_service(app)
+        .layer(axum::middleware::from_fn(names_in_nfc))
+}
+
+/// Takes the names in a request's path in their composed form (NFC), as the API's bodies are
+/// (`chime_core::model::names`): a job made as `café` is found as `cafe` with a combining accent.
+async fn names_in_nfc(mut request: axum::extract::Request, next: Next) -> axum::response::Response {
+    let uri = request.uri();
+    if uri.path().contains('%') {
+        let mut changed = false;
+        let path: Vec<String> = uri
+            .path()
+            .split('/')
+            .map(|segment| {
+                let decoded = percent_encoding::percent_decode_str(segment).decode_utf8();
+                match decoded {
+                    Ok(name) if !name.is_ascii() => {
+                        let composed = chime_core::model::names::nfc(&name);
+                        if composed == name {
+                            return segment.to_string();
+                        }
+                        changed = true;
+                        percent_encoding::utf8_percent_encode(
+                            &composed,
+                            percent_encoding::NON_ALPHANUMERIC,
+                        )
+                        .to_string()
+                    }
+                    _ => segment.to_string(),
+                }
+            })
+            .collect();
+        if changed {
+            let rewritten = match uri.query() {
+                Some(query) => format!("{}?{query}", path.join("/")),
+                None => path.join("/"),
+            };
+            if let Ok(rewritten) = rewritten.parse() {
+                *request.uri_mut() = rewritten;
+            }
+        }
+    }
+    next.run(request).await
 }
 
 /// The state for an API of `node` served on `listener`.

@@ -318,8 +318,10 @@ impl Worker {
     }
 }
 
-/// A root worker runs tasks as other users: it refuses to when they could reach the store or the
-/// broker without credentials ([`open_store`]), unless told the machine is a throwaway.
+/// A worker refuses to run tasks that could reach the store or the broker without credentials
+/// ([`open_store`]), unless told the machine is a throwaway: a root worker's tasks run as other
+/// users (its default and execute users), any other worker's as its own user, who is then the
+/// one the probes try.
 async fn refuse_an_open_store(node: &Node, settings: &WorkerSettings) -> Result<(), WorkerError> {
     if settings.allow_open_store {
         warn!(
@@ -327,12 +329,17 @@ async fn refuse_an_open_store(node: &Node, settings: &WorkerSettings) -> Result<
         );
         return Ok(());
     }
+    let task_users: Vec<String> = if nix::unistd::geteuid().is_root() {
+        std::iter::once(settings.default_user.clone())
+            .chain(settings.execute_users.iter().cloned())
+            .collect()
+    } else {
+        vec![own_user()]
+    };
     let probes = open_store::Probes {
         database_url: node.settings.database_url.clone(),
         amqp_url: node.settings.amqp_url.clone(),
-        task_users: std::iter::once(settings.default_user.clone())
-            .chain(settings.execute_users.iter().cloned())
-            .collect(),
+        task_users: task_users.clone(),
     };
     let holes = open_store::find_holes(&probes).await;
     if holes.is_empty() {
@@ -340,8 +347,17 @@ async fn refuse_an_open_store(node: &Node, settings: &WorkerSettings) -> Result<
     }
     Err(WorkerError::OpenStore(open_store::refusal(
         &holes,
-        &settings.default_user,
+        &task_users[0],
     )))
+}
+
+/// The name of the user this process runs as (its uid when it has no name).
+fn own_user() -> String {
+    let uid = nix::unistd::geteuid();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map_or_else(|| uid.to_string(), |u| u.name)
 }
 
 /// Runs a worker on `node` until `shutdown`, then drains: stops consuming, returns unstarted
@@ -368,9 +384,7 @@ pub async fn run(
     if let Err(error) = nix::sys::prctl::set_dumpable(false) {
         warn!(%error, "cannot make the worker undumpable: its tasks may read its environment");
     }
-    if nix::unistd::geteuid().is_root() {
-        refuse_an_open_store(node, &settings).await?;
-    }
+    refuse_an_open_store(node, &settings).await?;
     let executors = Executors::new(&settings, node.settings.executors.clone())?;
     let kinds = executors.kinds();
     chime_core::telemetry::catalog::register_at_zero(

@@ -4,9 +4,11 @@
 //! (`日报`, `relatórios`, `diário às 07:00`), so chime does too: every printable character,
 //! spaces and punctuation included. A control character is refused because it cannot be shown or
 //! typed back, a bidirectional override or line separator because it makes a name read as
-//! another, and `/` because these names are segments of API and dashboard paths (every other
+//! another, a zero-width or invisible character because two names that look the same would
+//! differ, and `/` because these names are segments of API and dashboard paths (every other
 //! character is percent-encoded there). Worker groups, kinds and the AMQP prefix keep the narrower
-//! rule of [`crate::config::is_valid_name`]: they become queue names and routing keys.
+//! rule of [`crate::config::is_valid_name`]: they become queue names and routing keys. Names are
+//! taken in their composed form (NFC, [`nfc`]), from bodies and from paths alike.
 
 /// The longest name, in characters, as Quartz's `VARCHAR(200)` columns.
 pub const MAX_NAME_CHARS: usize = 200;
@@ -49,10 +51,49 @@ pub fn check_name(what: &str, name: &str) -> Result<(), String> {
 }
 
 /// Characters that change how the text around them is shown rather than showing themselves:
-/// line and paragraph separators, and the bidirectional overrides and isolates that can make a
-/// name read as another in the dashboard, the CLI's tables and the audit trail.
+/// line and paragraph separators, the bidirectional overrides, isolates and marks that can make a
+/// name read as another in the dashboard, the CLI's tables and the audit trail, and the
+/// zero-width and invisible characters that make two names that look the same differ.
 fn is_deceptive(c: char) -> bool {
-    matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    matches!(
+        c,
+        '\u{2028}'
+            | '\u{2029}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{FEFF}'
+            | '\u{00AD}'
+            | '\u{034F}'
+    )
+}
+
+/// `name` in Unicode's composed form (NFC): `é` typed as `e` and a combining accent (as macOS
+/// file names and some keyboards give it) and `é` as one character are one name. Names are
+/// stored and looked up in this form, so both spellings find the same job.
+pub fn nfc(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    if name.is_ascii() {
+        return name.to_string();
+    }
+    name.nfc().collect()
+}
+
+/// Deserializes a name in its composed form ([`nfc`]), for the API's bodies.
+pub fn deserialize_nfc<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let name: String = serde::Deserialize::deserialize(d)?;
+    Ok(nfc(&name))
+}
+
+/// [`deserialize_nfc`] for an optional name.
+pub fn deserialize_nfc_opt<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
+    let name: Option<String> = serde::Deserialize::deserialize(d)?;
+    Ok(name.map(|n| nfc(&n)))
 }
 
 /// Whether `name` may name a job, trigger, calendar or group.
@@ -93,6 +134,10 @@ mod tests {
             ("tab\there", "U+0009"),
             ("abc\u{202E}fdp.exe", "U+202E"),
             ("line\u{2028}sep", "U+2028"),
+            ("zero\u{200B}width", "U+200B"),
+            ("joined\u{200D}", "U+200D"),
+            ("\u{FEFF}bom", "U+FEFF"),
+            ("mark\u{200F}", "U+200F"),
         ];
         for (name, why) in cases {
             let error = check_name("job name", name).unwrap_err();
@@ -100,6 +145,8 @@ mod tests {
             assert!(error.contains(why), "{name:?}: {error}");
         }
         let long = check_name("trigger name", &"x".repeat(201)).unwrap_err();
+        assert_eq!(nfc("caf\u{0065}\u{0301}"), "caf\u{00E9}");
+        assert_eq!(nfc("日报"), "日报");
         assert!(long.contains("201 characters, at most 200"), "{long}");
     }
 }

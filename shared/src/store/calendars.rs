@@ -12,6 +12,7 @@ use crate::schedule::{Calendar, CalendarSpec};
 #[serde(deny_unknown_fields)]
 pub struct NamedCalendar {
     /// Its name.
+    #[serde(deserialize_with = "crate::model::names::deserialize_nfc")]
     pub name: String,
     /// What it is for.
     #[serde(default)]

@@ -78,9 +78,10 @@ pub async fn execute_users<'e>(
 #[serde(deny_unknown_fields)]
 pub struct NewDependency {
     /// The upstream job's name.
+    #[serde(deserialize_with = "crate::model::names::deserialize_nfc")]
     pub upstream: String,
     /// Its group (default `default`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::names::deserialize_nfc_opt")]
     pub upstream_group: Option<String>,
     /// Default `same`.
     #[serde(default)]

@@ -17,9 +17,10 @@ use crate::model::{Backoff, MAX_PAYLOAD_BYTES, check_json, check_opt_text};
 #[serde(deny_unknown_fields)]
 pub struct NewJob {
     /// Group (default `default`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::names::deserialize_nfc_opt")]
     pub group: Option<String>,
     /// Name, unique in its group.
+    #[serde(deserialize_with = "crate::model::names::deserialize_nfc")]
     pub name: String,
     /// What it is for.
     #[serde(default)]

@@ -37,14 +37,16 @@ pub const MAX_NEXT_FIRES: usize = 1000;
 #[serde(deny_unknown_fields)]
 pub struct NewTrigger {
     /// Group (default `default`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::names::deserialize_nfc_opt")]
     pub group: Option<String>,
     /// Name, unique in its group.
+    #[serde(deserialize_with = "crate::model::names::deserialize_nfc")]
     pub name: String,
     /// The job's group (default `default`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::names::deserialize_nfc_opt")]
     pub job_group: Option<String>,
     /// The job's name.
+    #[serde(deserialize_with = "crate::model::names::deserialize_nfc")]
     pub job: String,
     /// The schedule, as JSON (README, "Schedules").
     pub schedule: ScheduleSpec,

@@ -1510,3 +1510,54 @@ async fn batches_in_flight_hold_a_bounded_amount() -> Result<()> {
     api.kill().await?;
     env.cleanup().await
 }
+
+/// A worker that is not root runs its tasks as its own user, who can then walk into whatever it
+/// can without credentials: on this machine's servers (PostgreSQL trusting loopback, RabbitMQ's
+/// `guest`) it refuses to start as a root worker does, naming itself, unless
+/// `worker.allow_open_store`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_is_not_root_refuses_an_open_store_too() -> Result<()> {
+    let Some(nobody) = nix::unistd::User::from_name("nobody")? else {
+        eprintln!("skipped: no user nobody to run the worker as");
+        return Ok(());
+    };
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: starting a worker as another user needs root");
+        return Ok(());
+    }
+    let env = TestEnv::new().await?;
+    let probes = chime_worker::open_store::Probes {
+        database_url: env.settings.database_url.clone(),
+        amqp_url: env.settings.amqp_url.clone(),
+        task_users: vec!["nobody".into()],
+    };
+    if chime_worker::open_store::find_holes(&probes)
+        .await
+        .is_empty()
+    {
+        eprintln!("the shared servers need credentials: no refusal to check here");
+        return env.cleanup().await;
+    }
+    let mut worker = env.chime_command(&["worker"])?;
+    worker
+        .env("CHIME_WORKER__ALLOW_OPEN_STORE", "false")
+        .uid(nobody.uid.as_raw())
+        .gid(nobody.gid.as_raw())
+        .current_dir("/")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), worker.output())
+        .await
+        .context("the worker should have refused to start")??;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("refusing to run tasks as \"nobody\""),
+        "{stderr}"
+    );
+    let workers: i64 = sqlx::query_scalar("SELECT count(*) FROM workers")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(workers, 0, "no worker registered");
+    env.cleanup().await
+}

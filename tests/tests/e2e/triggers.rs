@@ -808,3 +808,44 @@ async fn names_in_any_language_work_through_the_cli_and_the_api() -> Result<()> 
     assert_eq!(jobs, 1);
     env.cleanup().await
 }
+
+/// One name has one spelling: a job made with `é` as `e` and a combining accent (NFD, as macOS
+/// and some keyboards type it) is stored composed (NFC), is found by either spelling, and the
+/// composed spelling cannot make a second job. Zero-width and bidirectional marks, which make
+/// two names that look the same differ, are refused with the character named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_has_one_spelling_and_invisible_characters_are_refused() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let (nfd, nfc) = ("cafe\u{301} du matin", "caf\u{e9} du matin");
+    ok(&env, &["job", "create", nfd, "--kind", "noop"]).await?;
+    let names: Vec<String> = sqlx::query_scalar("SELECT name FROM jobs")
+        .fetch_all(env.store.pool())
+        .await?;
+    assert_eq!(names, [nfc.to_string()], "stored composed");
+    for spelling in [nfd, nfc] {
+        let shown = ok(&env, &["job", "show", spelling, "--json"]).await?;
+        let shown: serde_json::Value = serde_json::from_str(&shown)?;
+        assert_eq!(shown["name"], nfc, "{spelling:?}: {shown}");
+    }
+    let again = env.chime(&["job", "create", nfc, "--kind", "noop"]).await?;
+    assert!(!again.status.success(), "{again:?}");
+    for (name, code) in [
+        ("zero\u{200B}width", "U+200B"),
+        ("joined\u{200D}name", "U+200D"),
+        ("\u{FEFF}bom", "U+FEFF"),
+        ("right\u{200F}mark", "U+200F"),
+    ] {
+        let out = env
+            .chime(&["job", "create", name, "--kind", "noop"])
+            .await?;
+        assert!(!out.status.success(), "{name:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(code), "{name:?}: {stderr}");
+    }
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(jobs, 1, "the refused names made nothing");
+    env.cleanup().await
+}

@@ -21,6 +21,37 @@
 //! 5. The diamond, fed for the whole run: each downstream job ran once, successfully, for each
 //!    whole minute the feed covered, and the join after both its upstreams had ended.
 //! 6. Nothing left: every outbox row published, and only the poison messages dead-lettered.
+//!
+//! Each violation starts with the sub-check that found it, and `--self-test` plants a case for
+//! every one, counted only when that sub-check reports it:
+//!
+//! | id | reports |
+//! | --- | --- |
+//! | 1a | a fire later than the bound |
+//! | 1b | the engine and plain arithmetic disagree on a trigger's times |
+//! | 1c | a fire at a time the schedule does not have |
+//! | 1d | a scheduled time that never fired |
+//! | 2a | a task that never ended |
+//! | 2b | an accepted submission that is no task |
+//! | 2c | a failure nothing explains |
+//! | 2d | a kill nobody asked for |
+//! | 2e | a noop task not done at its first attempt |
+//! | 3a | an attempt that ran its command without its log lines |
+//! | 3b | a command logged for no attempt |
+//! | 3c | an attempt lost while its worker was fine |
+//! | 3d | an attempt started twice |
+//! | 3e | two attempts of a task at once |
+//! | 3f | an attempt never closed |
+//! | 3g | two succeeded attempts of a task |
+//! | 3h | a task run again after an attempt that did not allow it |
+//! | 4a | two live tasks of a non-concurrent job |
+//! | 4b | two commands of a non-concurrent job at once |
+//! | 5a | a diamond job's minute without one succeeded task |
+//! | 5b | the join started before its upstreams ended |
+//! | 5c | the feed covered no whole minute |
+//! | 6a | an outbox row never published |
+//! | 6b | poison messages the run could not send |
+//! | 6c | dead letters other than the poison messages |
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -127,17 +158,17 @@ pub async fn check(evidence: &Evidence<'_>) -> Result<(Totals, Vec<String>)> {
     diamond_fed_all_run(evidence, &mut violations).await?;
     let unsent = chime_core::store::outbox::unsent_count(store).await?;
     if unsent != 0 {
-        violations.push(format!("6: {unsent} outbox rows were never published"));
+        violations.push(format!("6a: {unsent} outbox rows were never published"));
     }
     let (confirmed, sent) = evidence.poison;
     if confirmed < POISON {
         violations.push(format!(
-            "6: the run could send only {confirmed} of its {POISON} poison messages"
+            "6b: the run could send only {confirmed} of its {POISON} poison messages"
         ));
     }
     if evidence.dead_letters < confirmed || evidence.dead_letters > sent {
         violations.push(format!(
-            "6: {} dead letters, but the run sent {confirmed} poison messages (up to {sent} with \
+            "6c: {} dead letters, but the run sent {confirmed} poison messages (up to {sent} with \
              those whose confirm a fault took)",
             evidence.dead_letters
         ));
@@ -179,7 +210,7 @@ async fn fires_on_time(evidence: &Evidence<'_>, violations: &mut Vec<String>) ->
     }
     if !late.is_empty() {
         violations.push(format!(
-            "1: {} fires came later than {LATE_BOUND_S} s after their time (or after the \
+            "1a: {} fires came later than {LATE_BOUND_S} s after their time (or after the \
              database fault that held them), e.g. {:?}",
             late.len(),
             &late[..late.len().min(5)]
@@ -230,7 +261,7 @@ async fn every_fire_made(evidence: &Evidence<'_>, violations: &mut Vec<String>) 
             let only_engine: Vec<_> = expected.difference(&counted).take(3).collect();
             let only_counted: Vec<_> = counted.difference(&expected).take(3).collect();
             violations.push(format!(
-                "1: trigger {}: the engine and plain arithmetic disagree (engine only: \
+                "1b: trigger {}: the engine and plain arithmetic disagree (engine only: \
                  {only_engine:?}; arithmetic only: {only_counted:?})",
                 trigger.name
             ));
@@ -253,14 +284,14 @@ async fn every_fire_made(evidence: &Evidence<'_>, violations: &mut Vec<String>) 
         let extra: Vec<_> = fired.difference(&expected).collect();
         if !extra.is_empty() {
             violations.push(format!(
-                "1: trigger {} fired at times its schedule does not have: {extra:?}",
+                "1c: trigger {} fired at times its schedule does not have: {extra:?}",
                 trigger.name
             ));
         }
         let missing: Vec<_> = expected.difference(&fired).collect();
         if !missing.is_empty() {
             violations.push(format!(
-                "1: trigger {} never fired for {} scheduled times: {missing:?}",
+                "1d: trigger {} never fired for {} scheduled times: {missing:?}",
                 trigger.name,
                 missing.len()
             ));
@@ -307,7 +338,7 @@ async fn every_task_ended(evidence: &Evidence<'_>, violations: &mut Vec<String>)
     .fetch_all(store.pool())
     .await?;
     for (id, status, job) in stuck {
-        violations.push(format!("2: task {id} ({job:?}) is still {status}"));
+        violations.push(format!("2a: task {id} ({job:?}) is still {status}"));
     }
     let known: BTreeSet<Uuid> = sqlx::query_scalar("SELECT id FROM tasks WHERE id = ANY($1)")
         .bind(evidence.submitted)
@@ -316,11 +347,11 @@ async fn every_task_ended(evidence: &Evidence<'_>, violations: &mut Vec<String>)
         .into_iter()
         .collect();
     for id in evidence.submitted.iter().filter(|id| !known.contains(id)) {
-        violations.push(format!("2: submission {id} was accepted but is no task"));
+        violations.push(format!("2b: submission {id} was accepted but is no task"));
     }
     // Every job of the workload succeeds by its last attempt: a failure other than a lost
-    // attempt with no budget left (whose loss invariant 3 explains) is unexpected, and so is a
-    // kill nobody asked for.
+    // attempt with no budget left (whose loss invariant 3 explains) is unexpected (2c), and so
+    // is a kill nobody asked for (2d).
     let unexplained: Vec<(Uuid, String, Option<String>, Option<String>)> = sqlx::query_as(
         "SELECT t.id, t.status, t.reason, j.name FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id
          WHERE (t.status = 'failed' AND t.reason IS DISTINCT FROM 'lost')
@@ -329,8 +360,10 @@ async fn every_task_ended(evidence: &Evidence<'_>, violations: &mut Vec<String>)
     .fetch_all(store.pool())
     .await?;
     for (id, status, reason, job) in unexplained {
+        let check = if status == "killed" { "2d" } else { "2c" };
         violations.push(format!(
-            "2: task {id} ({job:?}) ended {status} ({reason:?}), which nothing in the run explains"
+            "{check}: task {id} ({job:?}) ended {status} ({reason:?}), which nothing in the run \
+             explains"
         ));
     }
     // Nothing can happen to a noop while it "runs", so no fault may cost it an attempt.
@@ -345,7 +378,7 @@ async fn every_task_ended(evidence: &Evidence<'_>, violations: &mut Vec<String>)
     .await?;
     for (id, status, attempt, rows) in noops {
         violations.push(format!(
-            "2: noop task {id} is {status} at attempt {attempt} with {rows} attempt rows, not \
+            "2e: noop task {id} is {status} at attempt {attempt} with {rows} attempt rows, not \
              succeeded at its first with one"
         ));
     }
@@ -379,7 +412,7 @@ async fn log_matches_attempts(
     }
     if !unlogged.is_empty() {
         violations.push(format!(
-            "3: {} attempts ended with their command's exit but the log has no start and end \
+            "3a: {} attempts ended with their command's exit but the log has no start and end \
              for them, e.g. {:?}",
             unlogged.len(),
             &unlogged[..unlogged.len().min(5)]
@@ -392,7 +425,7 @@ async fn log_matches_attempts(
         .collect();
     if !strays.is_empty() {
         violations.push(format!(
-            "3: {} commands ran for attempts the database does not have, e.g. {:?}",
+            "3b: {} commands ran for attempts the database does not have, e.g. {:?}",
             strays.len(),
             &strays[..strays.len().min(5)]
         ));
@@ -457,7 +490,7 @@ async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>)
     }
     if !unexplained.is_empty() {
         violations.push(format!(
-            "3: {} attempts were lost though no fault hit their worker, e.g. {:?}",
+            "3c: {} attempts were lost though no fault hit their worker, e.g. {:?}",
             unexplained.len(),
             &unexplained[..unexplained.len().min(5)]
         ));
@@ -477,7 +510,7 @@ async fn nothing_ran_twice(
     for ((task, attempt), run) in runs {
         if run.starts.len() > 1 {
             violations.push(format!(
-                "3: attempt {attempt} of task {task} ({}) started {} times",
+                "3d: attempt {attempt} of task {task} ({}) started {} times",
                 run.job,
                 run.starts.len()
             ));
@@ -489,7 +522,7 @@ async fn nothing_ran_twice(
         let ordered: Vec<&Run> = attempts.iter().map(|(_, run)| *run).collect();
         if let Some((i, j)) = first_overlap(&ordered) {
             violations.push(format!(
-                "3: task {task} ({}) ran attempts {} and {} at the same time",
+                "3e: task {task} ({}) ran attempts {} and {} at the same time",
                 ordered[i].job, attempts[i].0, attempts[j].0
             ));
         }
@@ -501,7 +534,7 @@ async fn nothing_ran_twice(
     .fetch_one(store.pool())
     .await?;
     if open > 0 {
-        violations.push(format!("3: {open} attempts were never closed"));
+        violations.push(format!("3f: {open} attempts were never closed"));
     }
     let doubles: Vec<(Uuid, i64)> = sqlx::query_as(
         "SELECT task_id, count(*) FROM task_attempts WHERE outcome = 'succeeded'
@@ -510,7 +543,7 @@ async fn nothing_ran_twice(
     .fetch_all(store.pool())
     .await?;
     for (task, n) in doubles {
-        violations.push(format!("3: task {task} has {n} succeeded attempts"));
+        violations.push(format!("3g: task {task} has {n} succeeded attempts"));
     }
     let unjustified: Vec<(Uuid, i32, Option<String>)> = sqlx::query_as(
         "SELECT a.task_id, a.attempt, a.outcome FROM task_attempts a JOIN tasks t ON t.id = a.task_id
@@ -523,7 +556,7 @@ async fn nothing_ran_twice(
     .await?;
     for (task, attempt, outcome) in unjustified {
         violations.push(format!(
-            "3: task {task} ran again after attempt {attempt} ended {outcome:?}"
+            "3h: task {task} ran again after attempt {attempt} ended {outcome:?}"
         ));
     }
     Ok(())
@@ -556,7 +589,7 @@ async fn one_at_a_time(
                 && ended.is_none_or(|end| started < end)
             {
                 violations.push(format!(
-                    "4: {job}: task {id} started at {started} while task {before} was live \
+                    "4a: {job}: task {id} started at {started} while task {before} was live \
                      (ended {ended:?})"
                 ));
             }
@@ -569,7 +602,7 @@ async fn one_at_a_time(
         let mut spans: Vec<&Run> = runs.values().filter(|r| r.job == job).collect();
         spans.sort_by_key(|r| r.starts.first().copied().unwrap_or(r.last));
         if first_overlap(&spans).is_some() {
-            violations.push(format!("4: {job}: two commands ran at once"));
+            violations.push(format!("4b: {job}: two commands ran at once"));
         }
     }
     Ok(())
@@ -588,7 +621,9 @@ async fn diamond_fed_all_run(evidence: &Evidence<'_>, violations: &mut Vec<Strin
     .fetch_optional(store.pool())
     .await?;
     let Some((start, end)) = window else {
-        violations.push(format!("5: the feed job {FEED} has no trigger with an end"));
+        violations.push(format!(
+            "5c: the feed job {FEED} has no trigger with an end"
+        ));
         return Ok(());
     };
     let (start, end) = (start.to_jiff(), end.to_jiff().min(evidence.paused_at));
@@ -615,7 +650,7 @@ async fn diamond_fed_all_run(evidence: &Evidence<'_>, violations: &mut Vec<Strin
             let statuses: Vec<&str> = tasks.iter().map(|t| t.0.as_str()).collect();
             if statuses != ["succeeded"] {
                 violations.push(format!(
-                    "5: {job} for {minute}: tasks {statuses:?}, not one that succeeded"
+                    "5a: {job} for {minute}: tasks {statuses:?}, not one that succeeded"
                 ));
             }
             ended.push(tasks.first().map(|t| {
@@ -634,7 +669,7 @@ async fn diamond_fed_all_run(evidence: &Evidence<'_>, violations: &mut Vec<Strin
             && d_start < b_end.max(c_end)
         {
             violations.push(format!(
-                "5: {} for {minute} started at {d_start}, before its upstreams ended \
+                "5b: {} for {minute} started at {d_start}, before its upstreams ended \
                  ({b_end}, {c_end})",
                 DIAMOND[2]
             ));
@@ -643,7 +678,7 @@ async fn diamond_fed_all_run(evidence: &Evidence<'_>, violations: &mut Vec<Strin
     }
     if minutes == 0 {
         violations.push(format!(
-            "5: the feed covered no whole minute ({start}..{end})"
+            "5c: the feed covered no whole minute ({start}..{end})"
         ));
     }
     Ok(())

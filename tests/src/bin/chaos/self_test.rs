@@ -1,19 +1,17 @@
-//! `--self-test`: shows that every invariant can fail. After a run's own check, each case below
-//! breaks the run's records the way a bug would (a fire never made, a fire made late, a task left
-//! running, a failure nobody explains, a command logged for no attempt, an attempt started twice,
-//! an attempt that ran without its log lines, a loss while its worker was fine, two tasks of a
-//! non-concurrent job at once, a diamond task that failed, an unpublished outbox row), checks
-//! that the invariant reports it, and puts the records back.
+//! `--self-test`: shows that every check can fail. After a run's own check, each case below
+//! breaks the run's records (or what the run saw) the way a bug would, checks that the one
+//! sub-check meant to catch it reports it (`3e`, not any check of invariant 3), and puts the
+//! records back. There is a case for every sub-check `invariants.rs` lists.
 
 use anyhow::{Context, Result};
 use uuid::Uuid;
 
 use crate::invariants::{self, Evidence};
-use crate::workload::{CHAOS_GROUP, DIAMOND, ONE_AT_A_TIME};
+use crate::workload::{CHAOS_GROUP, DIAMOND, FEED, ONE_AT_A_TIME};
 
-/// One way to break one invariant.
+/// One way to break one sub-check.
 struct Case {
-    /// The invariant that must report it.
+    /// The sub-check that must report it, as its violations begin (`3e:`).
     invariant: &'static str,
     what: &'static str,
     /// Statements that break the records (run in order), and those that mend them.
@@ -21,6 +19,51 @@ struct Case {
     mend_sql: Vec<String>,
     /// Lines to append to the side-effect log (or, with `drop_lines`, lines to leave out).
     log: LogChange,
+    /// What the run saw, changed for this case alone.
+    seen: SeenChange,
+}
+
+impl Case {
+    /// A case made by statements alone.
+    fn sql(
+        invariant: &'static str,
+        what: &'static str,
+        break_sql: String,
+        mend_sql: String,
+    ) -> Self {
+        Self {
+            invariant,
+            what,
+            break_sql: vec![break_sql],
+            mend_sql: vec![mend_sql],
+            log: LogChange::None,
+            seen: SeenChange::None,
+        }
+    }
+
+    /// A case made by the side-effect log alone.
+    fn log(invariant: &'static str, what: &'static str, log: LogChange) -> Self {
+        Self {
+            invariant,
+            what,
+            break_sql: Vec::new(),
+            mend_sql: Vec::new(),
+            log,
+            seen: SeenChange::None,
+        }
+    }
+
+    /// A case made by what the run saw alone.
+    fn seen(invariant: &'static str, what: &'static str, seen: SeenChange) -> Self {
+        Self {
+            invariant,
+            what,
+            break_sql: Vec::new(),
+            mend_sql: Vec::new(),
+            log: LogChange::None,
+            seen,
+        }
+    }
 }
 
 enum LogChange {
@@ -28,6 +71,20 @@ enum LogChange {
     Append(String),
     DropAttempt(Uuid, i32),
 }
+
+/// What the run saw, as a bug in chime (not in the records) would change it.
+enum SeenChange {
+    None,
+    /// A submission accepted that no task holds.
+    ExtraSubmission,
+    /// One poison message fewer sent than the workload needs.
+    PoisonShort,
+    /// A dead letter more than the poison messages.
+    ExtraDeadLetter,
+}
+
+/// How many cases there are: one for every sub-check.
+const EXPECTED: usize = 25;
 
 /// Runs every case; returns the lines to print and whether every case was reported.
 pub async fn run(evidence: &Evidence<'_>) -> Result<(Vec<String>, bool)> {
@@ -57,7 +114,24 @@ pub async fn run(evidence: &Evidence<'_>) -> Result<(Vec<String>, bool)> {
                 std::fs::write(evidence.log, kept.join("\n") + "\n")?;
             }
         }
-        let after = invariants::check(evidence).await?.1;
+        let extra_submission = [evidence.submitted, &[Uuid::now_v7()]].concat();
+        let (confirmed, sent) = evidence.poison;
+        let seen = match case.seen {
+            SeenChange::None => Evidence { ..*evidence },
+            SeenChange::ExtraSubmission => Evidence {
+                submitted: &extra_submission,
+                ..*evidence
+            },
+            SeenChange::PoisonShort => Evidence {
+                poison: (crate::workload::POISON - 1, sent),
+                ..*evidence
+            },
+            SeenChange::ExtraDeadLetter => Evidence {
+                dead_letters: sent.max(confirmed) + 1,
+                ..*evidence
+            },
+        };
+        let after = invariants::check(&seen).await?.1;
         let reported = after
             .iter()
             .any(|v| v.starts_with(case.invariant) && !before.contains(v));
@@ -76,7 +150,7 @@ pub async fn run(evidence: &Evidence<'_>) -> Result<(Vec<String>, bool)> {
                 .with_context(|| format!("mending: {sql}"))?;
         }
     }
-    let expected = 12;
+    let expected = EXPECTED;
     if lines.len() < expected {
         all = false;
         lines.push(format!(
@@ -96,7 +170,7 @@ where
         .await?)
 }
 
-/// The cases this run's records allow (None where they do not).
+/// The cases this run's records allow (None where they do not), one for every sub-check.
 async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
     let mut cases = Vec::new();
     let nc = format!("'{}', '{}'", ONE_AT_A_TIME[0], ONE_AT_A_TIME[1]);
@@ -111,110 +185,149 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
         ),
     )
     .await?;
-    // Moved a year back: its time is missing, and a time its schedule lacks is there.
-    cases.push(fire.map(|(id,)| Case {
-        invariant: "1:",
-        what: "(a fire never made)",
-        break_sql: vec![format!(
-            "UPDATE fired_triggers SET sched_time = sched_time - interval '1 year' WHERE id = {id}"
-        )],
-        mend_sql: vec![format!(
-            "UPDATE fired_triggers SET sched_time = sched_time + interval '1 year' WHERE id = {id}"
-        )],
-        log: LogChange::None,
+    cases.push(fire.map(|(id,)| {
+        Case::sql(
+            "1a:",
+            "(a fire made 60 s late)",
+            format!(
+                "UPDATE fired_triggers SET fired_time = fired_time + interval '60 s' WHERE id = {id}"
+            ),
+            format!(
+                "UPDATE fired_triggers SET fired_time = fired_time - interval '60 s' WHERE id = {id}"
+            ),
+        )
     }));
-    cases.push(fire.map(|(id,)| Case {
-        invariant: "1:",
-        what: "(a fire made 60 s late)",
-        break_sql: vec![format!(
-            "UPDATE fired_triggers SET fired_time = fired_time + interval '60 s' WHERE id = {id}"
-        )],
-        mend_sql: vec![format!(
-            "UPDATE fired_triggers SET fired_time = fired_time - interval '60 s' WHERE id = {id}"
-        )],
-        log: LogChange::None,
+    // The calendar the engine applies, changed under the arithmetic, which knows the workload's.
+    let quiet: Option<(String,)> = one(
+        evidence,
+        "SELECT definition::text FROM calendars WHERE name = 'quiet'".into(),
+    )
+    .await?;
+    cases.push(quiet.map(|(definition,)| {
+        Case::sql(
+            "1b:",
+            "(the engine and plain arithmetic disagree)",
+            "UPDATE calendars SET definition = jsonb_set(definition, '{cron}', '\"40-59 * * ? * *\"')
+             WHERE name = 'quiet'"
+                .into(),
+            format!(
+                "UPDATE calendars SET definition = '{}'::jsonb WHERE name = 'quiet'",
+                definition.replace('\'', "''")
+            ),
+        )
     }));
-    // 2: a succeeded task, left ready; and failed for no reason.
+    cases.push(fire.map(|(id,)| {
+        Case::sql(
+            "1c:",
+            "(a fire at a time its schedule does not have)",
+            format!(
+                "INSERT INTO fired_triggers (trigger_id, job_id, instance_id, sched_time, fired_time)
+                 SELECT trigger_id, job_id, 'self-test', sched_time + interval '1 ms', fired_time
+                 FROM fired_triggers WHERE id = {id}"
+            ),
+            "DELETE FROM fired_triggers WHERE instance_id = 'self-test'".into(),
+        )
+    }));
+    // Moved past the checked span: only its time is missing.
+    cases.push(fire.map(|(id,)| {
+        Case::sql(
+            "1d:",
+            "(a fire never made)",
+            format!(
+                "UPDATE fired_triggers SET sched_time = sched_time + interval '10 years' WHERE id = {id}"
+            ),
+            format!(
+                "UPDATE fired_triggers SET sched_time = sched_time - interval '10 years' WHERE id = {id}"
+            ),
+        )
+    }));
+    // 2: a succeeded task, left ready; failed for no reason; killed unasked.
     let task: Option<(Uuid, Option<String>)> = one(
         evidence,
-        "SELECT id, reason FROM tasks WHERE status = 'succeeded' ORDER BY id LIMIT 1".into(),
+        "SELECT id, reason FROM tasks WHERE status = 'succeeded' AND kill_requested_at IS NULL
+         ORDER BY id LIMIT 1"
+            .into(),
     )
     .await?;
     let reason = |r: &Option<String>| r.as_ref().map_or("NULL".into(), |r| format!("'{r}'"));
-    cases.push(task.as_ref().map(|(id, _)| Case {
-        invariant: "2:",
-        what: "(a task that never ended)",
-        break_sql: vec![format!(
-            "UPDATE tasks SET status = 'ready' WHERE id = '{id}'"
-        )],
-        mend_sql: vec![format!(
-            "UPDATE tasks SET status = 'succeeded' WHERE id = '{id}'"
-        )],
-        log: LogChange::None,
+    cases.push(task.as_ref().map(|(id, _)| {
+        Case::sql(
+            "2a:",
+            "(a task that never ended)",
+            format!("UPDATE tasks SET status = 'ready' WHERE id = '{id}'"),
+            format!("UPDATE tasks SET status = 'succeeded' WHERE id = '{id}'"),
+        )
     }));
-    cases.push(task.as_ref().map(|(id, was)| Case {
-        invariant: "2:",
-        what: "(a failure nothing explains)",
-        break_sql: vec![format!(
-            "UPDATE tasks SET status = 'failed', reason = 'failed' WHERE id = '{id}'"
-        )],
-        mend_sql: vec![format!(
-            "UPDATE tasks SET status = 'succeeded', reason = {} WHERE id = '{id}'",
-            reason(was)
-        )],
-        log: LogChange::None,
+    cases.push(Some(Case::seen(
+        "2b:",
+        "(an accepted submission that is no task)",
+        SeenChange::ExtraSubmission,
+    )));
+    cases.push(task.as_ref().map(|(id, was)| {
+        Case::sql(
+            "2c:",
+            "(a failure nothing explains)",
+            format!("UPDATE tasks SET status = 'failed', reason = 'failed' WHERE id = '{id}'"),
+            format!(
+                "UPDATE tasks SET status = 'succeeded', reason = {} WHERE id = '{id}'",
+                reason(was)
+            ),
+        )
     }));
-    // 2: a noop task that took a second attempt.
+    cases.push(task.as_ref().map(|(id, was)| {
+        Case::sql(
+            "2d:",
+            "(a kill nobody asked for)",
+            format!("UPDATE tasks SET status = 'killed', reason = 'killed' WHERE id = '{id}'"),
+            format!(
+                "UPDATE tasks SET status = 'succeeded', reason = {} WHERE id = '{id}'",
+                reason(was)
+            ),
+        )
+    }));
     let noop: Option<(Uuid,)> = one(
         evidence,
         "SELECT id FROM tasks WHERE kind = 'noop' AND status = 'succeeded' ORDER BY id LIMIT 1"
             .into(),
     )
     .await?;
-    cases.push(noop.map(|(id,)| Case {
-        invariant: "2:",
-        what: "(a noop task at a second attempt)",
-        break_sql: vec![format!("UPDATE tasks SET attempt = 2 WHERE id = '{id}'")],
-        mend_sql: vec![format!("UPDATE tasks SET attempt = 1 WHERE id = '{id}'")],
-        log: LogChange::None,
+    cases.push(noop.map(|(id,)| {
+        Case::sql(
+            "2e:",
+            "(a noop task at a second attempt)",
+            format!("UPDATE tasks SET attempt = 2 WHERE id = '{id}'"),
+            format!("UPDATE tasks SET attempt = 1 WHERE id = '{id}'"),
+        )
     }));
-    // 3: the log and the attempts.
+    // 3: the log and the attempts, on a shell task's last attempt, which succeeded.
     let ran: Option<(Uuid, i32, String, Option<Uuid>)> = one(
         evidence,
         "SELECT a.task_id, a.attempt, coalesce(j.name, 'adhoc'), a.worker_id FROM task_attempts a
          JOIN tasks t ON t.id = a.task_id LEFT JOIN jobs j ON j.id = t.job_id
-         WHERE a.outcome = 'succeeded' AND t.kind = 'shell'
+         WHERE a.outcome = 'succeeded' AND t.kind = 'shell' AND a.attempt = t.attempt
          ORDER BY a.started_at LIMIT 1"
             .into(),
     )
     .await?;
     let now = jiff::Timestamp::now().as_nanosecond();
-    cases.push(Some(Case {
-        invariant: "3:",
-        what: "(a command logged for no attempt)",
-        break_sql: Vec::new(),
-        mend_sql: Vec::new(),
-        log: LogChange::Append(format!("start {} 1 stray {now}", Uuid::now_v7())),
+    let second = 1_000_000_000_i128;
+    cases.push(ran.as_ref().map(|(task, attempt, _, _)| {
+        Case::log(
+            "3a:",
+            "(an attempt that ran without its log lines)",
+            LogChange::DropAttempt(*task, *attempt),
+        )
     }));
-    cases.push(ran.as_ref().map(|(task, attempt, job, _)| Case {
-        invariant: "3:",
-        what: "(an attempt started twice)",
-        break_sql: Vec::new(),
-        mend_sql: Vec::new(),
-        log: LogChange::Append(format!("start {task} {attempt} {job} {now}")),
-    }));
-    cases.push(ran.as_ref().map(|(task, attempt, _, _)| Case {
-        invariant: "3:",
-        what: "(an attempt that ran without its log lines)",
-        break_sql: Vec::new(),
-        mend_sql: Vec::new(),
-        log: LogChange::DropAttempt(*task, *attempt),
-    }));
+    cases.push(Some(Case::log(
+        "3b:",
+        "(a command logged for no attempt)",
+        LogChange::Append(format!("start {} 1 stray {now}", Uuid::now_v7())),
+    )));
     cases.push(ran.as_ref().map(|(task, attempt, _, worker)| {
         let ghost = Uuid::now_v7();
         let worker = worker.map_or("NULL".into(), |w| format!("'{w}'"));
         Case {
-            invariant: "3:",
+            invariant: "3c:",
             what: "(an attempt lost while its worker was fine)",
             break_sql: vec![
                 format!(
@@ -236,7 +349,64 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
                 format!("DELETE FROM workers WHERE id = '{ghost}'"),
             ],
             log: LogChange::None,
+            seen: SeenChange::None,
         }
+    }));
+    cases.push(ran.as_ref().map(|(task, attempt, job, _)| {
+        Case::log(
+            "3d:",
+            "(an attempt started twice)",
+            LogChange::Append(format!("start {task} {attempt} {job} {now}")),
+        )
+    }));
+    // Two attempts of one task, the second started while the first still ran.
+    cases.push(ran.as_ref().map(|(task, _, job, _)| {
+        Case::log(
+            "3e:",
+            "(two attempts of a task at once)",
+            LogChange::Append(format!(
+                "start {task} 98 {job} {now}\nend {task} 98 {job} {}\nstart {task} 99 {job} {}",
+                now + 10 * second,
+                now + second
+            )),
+        )
+    }));
+    cases.push(ran.as_ref().map(|(task, attempt, _, _)| {
+        Case::sql(
+            "3f:",
+            "(an attempt never closed)",
+            format!(
+                "UPDATE task_attempts SET outcome = NULL WHERE task_id = '{task}' AND attempt = {attempt}"
+            ),
+            format!(
+                "UPDATE task_attempts SET outcome = 'succeeded'
+                 WHERE task_id = '{task}' AND attempt = {attempt}"
+            ),
+        )
+    }));
+    cases.push(ran.as_ref().map(|(task, attempt, _, _)| {
+        Case::sql(
+            "3g:",
+            "(two succeeded attempts of a task)",
+            format!(
+                "INSERT INTO task_attempts (task_id, attempt, outcome)
+                 VALUES ('{task}', {}, 'succeeded')",
+                attempt + 100
+            ),
+            format!(
+                "DELETE FROM task_attempts WHERE task_id = '{task}' AND attempt = {}",
+                attempt + 100
+            ),
+        )
+    }));
+    // Its task at a next attempt after one that succeeded.
+    cases.push(ran.as_ref().map(|(task, _, _, _)| {
+        Case::sql(
+            "3h:",
+            "(a task run again after an attempt that did not allow it)",
+            format!("UPDATE tasks SET attempt = attempt + 1 WHERE id = '{task}'"),
+            format!("UPDATE tasks SET attempt = attempt - 1 WHERE id = '{task}'"),
+        )
     }));
     // 4: the second task of a non-concurrent job started before the first ended.
     let pair: Option<(Uuid, i32, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -252,21 +422,31 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
     .await?;
     cases.push(pair.map(|(task, attempt, gap_ms)| {
         let back = gap_ms + 1;
-        Case {
-            invariant: "4:",
-            what: "(two tasks of a non-concurrent job at once)",
-            break_sql: vec![format!(
+        Case::sql(
+            "4a:",
+            "(two tasks of a non-concurrent job at once)",
+            format!(
                 "UPDATE task_attempts SET started_at = started_at - interval '{back} ms'
                  WHERE task_id = '{task}' AND attempt = {attempt}"
-            )],
-            mend_sql: vec![format!(
+            ),
+            format!(
                 "UPDATE task_attempts SET started_at = started_at + interval '{back} ms'
                  WHERE task_id = '{task}' AND attempt = {attempt}"
-            )],
-            log: LogChange::None,
-        }
+            ),
+        )
     }));
-    // 5: a task of the diamond failed.
+    let (first, second_task) = (Uuid::now_v7(), Uuid::now_v7());
+    let job = ONE_AT_A_TIME[0];
+    cases.push(Some(Case::log(
+        "4b:",
+        "(two commands of a non-concurrent job at once)",
+        LogChange::Append(format!(
+            "start {first} 1 {job} {now}\nend {first} 1 {job} {}\nstart {second_task} 1 {job} {}",
+            now + 10 * second,
+            now + second
+        )),
+    )));
+    // 5: a task of the diamond failed; the join ran before its upstreams; no whole minute.
     let fold: Option<(Uuid, Option<String>)> = one(
         evidence,
         format!(
@@ -276,29 +456,75 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
         ),
     )
     .await?;
-    cases.push(fold.map(|(id, was)| Case {
-        invariant: "5:",
-        what: "(a diamond task that failed)",
-        break_sql: vec![format!(
-            "UPDATE tasks SET status = 'failed', reason = 'lost' WHERE id = '{id}'"
-        )],
-        mend_sql: vec![format!(
-            "UPDATE tasks SET status = 'succeeded', reason = {} WHERE id = '{id}'",
-            reason(&was)
-        )],
-        log: LogChange::None,
+    cases.push(fold.map(|(id, was)| {
+        Case::sql(
+            "5a:",
+            "(a diamond task that failed)",
+            format!("UPDATE tasks SET status = 'failed', reason = 'lost' WHERE id = '{id}'"),
+            format!(
+                "UPDATE tasks SET status = 'succeeded', reason = {} WHERE id = '{id}'",
+                reason(&was)
+            ),
+        )
     }));
-    // 6: an outbox row never published (the services are stopped by now).
-    cases.push(Some(Case {
-        invariant: "6:",
-        what: "(an outbox row never published)",
-        break_sql: vec![
-            "INSERT INTO outbox (exchange, routing_key, body)
-             VALUES ('self-test', 'self-test', '{}'::jsonb)"
-                .into(),
-        ],
-        mend_sql: vec!["DELETE FROM outbox WHERE exchange = 'self-test'".into()],
-        log: LogChange::None,
+    let join: Option<(Uuid,)> = one(
+        evidence,
+        format!(
+            "SELECT t.id FROM tasks t JOIN jobs j ON j.id = t.job_id
+             WHERE j.name = '{}' AND t.status = 'succeeded' ORDER BY t.data_time LIMIT 1",
+            DIAMOND[2]
+        ),
+    )
+    .await?;
+    cases.push(join.map(|(id,)| {
+        Case::sql(
+            "5b:",
+            "(the join started before its upstreams ended)",
+            format!(
+                "UPDATE task_attempts SET started_at = started_at - interval '1 hour'
+                 WHERE task_id = '{id}'"
+            ),
+            format!(
+                "UPDATE task_attempts SET started_at = started_at + interval '1 hour'
+                 WHERE task_id = '{id}'"
+            ),
+        )
     }));
+    let feed: Option<(i64, String)> = one(
+        evidence,
+        format!(
+            "SELECT t.id, t.end_time::text FROM triggers t JOIN jobs j ON j.id = t.job_id
+             WHERE j.name = '{FEED}' AND t.end_time IS NOT NULL LIMIT 1"
+        ),
+    )
+    .await?;
+    cases.push(feed.map(|(id, end)| {
+        Case::sql(
+            "5c:",
+            "(the feed covered no whole minute)",
+            format!("UPDATE triggers SET end_time = start_time + interval '30 s' WHERE id = {id}"),
+            format!("UPDATE triggers SET end_time = '{end}'::timestamptz WHERE id = {id}"),
+        )
+    }));
+    // 6: an outbox row never published (the services are stopped by now); too few poison
+    // messages; a dead letter nobody sent.
+    cases.push(Some(Case::sql(
+        "6a:",
+        "(an outbox row never published)",
+        "INSERT INTO outbox (exchange, routing_key, body)
+         VALUES ('self-test', 'self-test', '{}'::jsonb)"
+            .into(),
+        "DELETE FROM outbox WHERE exchange = 'self-test'".into(),
+    )));
+    cases.push(Some(Case::seen(
+        "6b:",
+        "(a poison message the run could not send)",
+        SeenChange::PoisonShort,
+    )));
+    cases.push(Some(Case::seen(
+        "6c:",
+        "(a dead letter other than the poison messages)",
+        SeenChange::ExtraDeadLetter,
+    )));
     Ok(cases)
 }
