@@ -442,7 +442,7 @@ function newer(task, row) {
 
 function taskRow(t) {
   return h("tr", { "data-task": t.id, "data-created": t.created_at },
-    h("td", {}, taskLink(t.id)), h("td", {}, status(t.status)), h("td", {}, t.job || !t.name ? jobLink(t.job) : `"${t.name}"`),
+    h("td", {}, taskLink(t.id)), h("td", {}, status(t.status)), h("td", {}, t.job ? jobLink(t.job) : t.name ? `"${t.name}"` : t.command ? h("code", {}, `$ ${t.command}`) : jobLink(t.job)),
     h("td", {}, t.kind), h("td", {}, t.group), h("td", {}, String(t.attempt)),
     h("td", {}, whenData(t.data_time, t.job && t.job.data_time_zone)), h("td", {}, when(t.created_at)), h("td", {}, when(t.finished_at)),
     h("td", {}, duration(t)), h("td", {}, t.reason || ""));

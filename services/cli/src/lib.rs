@@ -300,6 +300,10 @@ struct ServeArgs {
     /// [env: CHIME_METRICS_ADDR]
     #[arg(long)]
     metrics_addr: Option<String>,
+    /// Run every service but the worker (`chime up` on a machine whose tasks run on other
+    /// machines' workers)
+    #[arg(long)]
+    no_worker: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -576,7 +580,10 @@ async fn run(cli: Cli) -> Result<()> {
     });
     match cli.command {
         Command::Up(ref args) => {
-            let services = Services::ALL;
+            let services = Services {
+                worker: !args.no_worker,
+                ..Services::ALL
+            };
             commands::services::run(settings(global, Some(args))?, services).await
         }
         Command::Api(ref args) => {

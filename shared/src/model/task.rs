@@ -257,6 +257,10 @@ pub struct TaskSummary {
     /// Its label, if it was given one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// For an ad-hoc shell task, the start of its command (its script, or its arguments joined
+    /// by spaces; at most 80 characters), so that a list says what it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
     /// Why it ended as it did.
     pub reason: Option<String>,
     /// The last attempt's exit code.

@@ -334,6 +334,9 @@ pub async fn add(
     .execute(&mut *tx)
     .await
     .context("adding the dependency")?;
+    if let Some(why) = never_meeting(&mut tx, job).await? {
+        return Err(StoreError::Invalid(why));
+    }
     tx.commit().await.context("committing the dependency")?;
     Ok(DependencyView {
         job: format!("{group}.{name}"),
@@ -619,6 +622,52 @@ async fn expected_runs(
     }
     // No run scheduled in the window: fall back to the runs that exist (at least one).
     Ok((!times.is_empty()).then(|| times.into_iter().collect()))
+}
+
+/// Why a dependency of job `job_id` (either way) would never be met, if one would not: a
+/// downstream job with a trigger of its own makes its runs for its fire times, truncated to its
+/// data-time period, and waits (window `same`) for the upstream's run of exactly that data time.
+/// Where the upstream's runs come from its own triggers too, either fires on an interval
+/// (`--every`, calendar- or daily-interval triggers, started at any millisecond) and the two do
+/// not share a period, those data times never meet, and the downstream job would wait for ever
+/// without a word. (An upstream without triggers is run for the data times its caller gives.) Checked in the transaction that adds the
+/// dependency or the trigger, which is refused with what to set.
+pub(crate) async fn never_meeting(
+    conn: &mut sqlx::PgConnection,
+    job_id: i64,
+) -> Result<Option<String>, StoreError> {
+    let found: Option<(String, String, String)> = sqlx::query_as(
+        r#"SELECT d.group_name || '.' || d.name, u.group_name || '.' || u.name,
+                  (SELECT t.group_name || '.' || t.name FROM triggers t
+                   WHERE t.job_id IN (d.id, u.id) AND t.schedule->>'kind' <> 'cron'
+                   ORDER BY t.id LIMIT 1)
+           FROM job_dependencies e
+           JOIN jobs d ON d.id = e.job_id JOIN jobs u ON u.id = e.depends_on_job_id
+           WHERE (e.job_id = $1 OR e.depends_on_job_id = $1)
+             AND EXISTS (SELECT 1 FROM triggers t WHERE t.job_id = d.id)
+             AND EXISTS (SELECT 1 FROM triggers t WHERE t.job_id = u.id)
+             AND NOT (e."window" = 'period' AND d.data_time_period IS NOT NULL)
+             AND (d.data_time_period IS NULL OR u.data_time_period IS NULL
+                  OR period_in_zone(d.data_time_period, d.data_time_zone)
+                     <> period_in_zone(u.data_time_period, u.data_time_zone))
+             AND EXISTS (SELECT 1 FROM triggers t
+                         WHERE t.job_id IN (d.id, u.id) AND t.schedule->>'kind' <> 'cron')
+           ORDER BY e.job_id, e.depends_on_job_id LIMIT 1"#,
+    )
+    .bind(job_id)
+    .fetch_optional(&mut *conn)
+    .await
+    .context("checking that the dependency's data times meet")?;
+    Ok(found.map(|(down, up, trigger)| {
+        format!(
+            "{down} would wait for ever for {up}: {down} fires on its own, each run waits for \
+             {up}'s run of the same data time, and trigger {trigger} fires on an interval, so \
+             their data times (fire times, milliseconds apart) never meet. Give both jobs the \
+             same data-time period (chime job update NAME --data-time-period minute|hour|day), \
+             or depend with --window period on a downstream job that has one, or remove \
+             {down}'s trigger so that {up}'s runs make {down}'s"
+        )
+    }))
 }
 
 fn window_name(window: Window) -> &'static str {

@@ -365,6 +365,7 @@ struct SummaryRow {
     priority: i32,
     submit_user: Option<String>,
     name: Option<String>,
+    command: Option<String>,
     reason: Option<String>,
     exit_code: Option<i32>,
     created_at: jiff_sqlx::Timestamp,
@@ -379,7 +380,14 @@ macro_rules! select_summaries {
             "SELECT t.id, t.status, t.attempt, t.job_id, j.group_name AS job_group,
                     j.name AS job_name, j.data_time_zone AS job_zone, t.kind, t.worker_group,
                     t.data_time, t.priority,
-                    t.submit_user, t.name, t.reason, (t.result->>'exit_code')::int AS exit_code,
+                    t.submit_user, t.name,
+                    CASE WHEN t.job_id IS NULL AND t.kind = 'shell' THEN left(
+                        CASE jsonb_typeof(t.spec->'command')
+                            WHEN 'string' THEN t.spec->>'command'
+                            WHEN 'array' THEN (SELECT string_agg(c, ' ')
+                                               FROM jsonb_array_elements_text(t.spec->'command') c)
+                        END, 80) END AS command,
+                    t.reason, (t.result->>'exit_code')::int AS exit_code,
                     t.created_at, t.started_at, t.finished_at
              FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id ",
             $rest
@@ -402,6 +410,7 @@ impl SummaryRow {
             priority: self.priority,
             submit_user: self.submit_user,
             name: self.name,
+            command: self.command,
             reason: self.reason,
             exit_code: self.exit_code,
             created_at: self.created_at.to_jiff(),

@@ -306,6 +306,9 @@ pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, S
         )));
     }
     inserted.context("creating the trigger")?;
+    if let Some(why) = super::dependencies::never_meeting(&mut tx, job_id).await? {
+        return Err(StoreError::Invalid(why));
+    }
     wake_schedulers(&mut tx, store).await?;
     tx.commit().await.context("committing the trigger")?;
     get(store, &group, &trigger.name, NEXT_FIRES).await

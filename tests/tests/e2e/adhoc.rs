@@ -715,3 +715,36 @@ async fn a_task_with_a_callers_random_id_lists_below_a_newer_task() -> Result<()
     assert_eq!(next, [high.to_string(), first.to_string()]);
     env.cleanup().await
 }
+
+/// An ad-hoc shell task without a name shows what it runs in lists (the CLI's and the API's
+/// summaries), and a named one its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unnamed_ad_hoc_task_lists_its_command() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let argv = env
+        .submit(&["--kind", "shell", "--", "echo", "from", "argv"])
+        .await?;
+    let script = env
+        .submit(&["--kind", "shell", "--script", "echo from a script"])
+        .await?;
+    env.submit(&["--kind", "shell", "--name", "nightly", "--", "true"])
+        .await?;
+    let out = env.chime(&["task", "list"]).await?;
+    let listed = String::from_utf8(out.stdout)?;
+    for line in ["$ echo from argv", "$ echo from a script", "\"nightly\""] {
+        assert!(listed.contains(line), "{line}: {listed}");
+    }
+    let out = env.chime(&["task", "list", "--json"]).await?;
+    let tasks: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)?;
+    let command = |id: Uuid| {
+        tasks
+            .iter()
+            .find(|t| t["id"] == id.to_string())
+            .map(|t| t["command"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(command(argv), "echo from argv");
+    assert_eq!(command(script), "echo from a script");
+    env.cleanup().await
+}

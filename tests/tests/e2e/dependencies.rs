@@ -1027,3 +1027,79 @@ async fn old_bindings_stay_until_migrate_drops_them() -> Result<()> {
     let _ = conn.close(200, "done".into()).await;
     env.cleanup().await
 }
+
+/// Two jobs that each fire on an interval (`--every`) with no data-time period have data times
+/// milliseconds apart that never meet: `job depend` between them, and a trigger that would make
+/// such a pair, are refused saying what to set; with a shared period, the same is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_whose_data_times_never_meet_are_refused() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    for job in ["extract", "load"] {
+        env.chime_ok(&["job", "create", job, "--kind", "noop"])
+            .await?;
+        env.chime_ok(&[
+            "trigger",
+            "create",
+            &format!("{job}-often"),
+            "--job",
+            job,
+            "--every",
+            "10s",
+        ])
+        .await?;
+    }
+    let refused = env
+        .chime(&["job", "depend", "load", "--on", "extract"])
+        .await?;
+    assert!(!refused.status.success(), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("default.load would wait for ever for default.extract")
+            && stderr.contains("--data-time-period"),
+        "{stderr}"
+    );
+    let edges: i64 = sqlx::query_scalar("SELECT count(*) FROM job_dependencies")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(edges, 0, "the refused dependency was not added");
+    // With a shared period both runs of a minute have that minute as their data time.
+    for job in ["extract", "load"] {
+        env.chime_ok(&["job", "update", job, "--data-time-period", "minute"])
+            .await?;
+    }
+    env.chime_ok(&["job", "depend", "load", "--on", "extract"])
+        .await?;
+    // A run by hand does not wait for its upstreams, and says so.
+    let run = env.chime(&["job", "run", "load"]).await?;
+    assert!(run.status.success(), "{run:?}");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("note: this run does not wait for default.extract"),
+        "{stderr}"
+    );
+
+    // The other way round: the dependency first, then a trigger that would break it.
+    for job in ["a", "b"] {
+        env.chime_ok(&["job", "create", job, "--kind", "noop"])
+            .await?;
+    }
+    env.chime_ok(&["job", "depend", "b", "--on", "a"]).await?;
+    env.chime_ok(&[
+        "trigger", "create", "a-often", "--job", "a", "--every", "5s",
+    ])
+    .await?;
+    let refused = env
+        .chime(&[
+            "trigger", "create", "b-often", "--job", "b", "--every", "5s",
+        ])
+        .await?;
+    assert!(!refused.status.success(), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("would wait for ever"), "{stderr}");
+    let triggers: i64 = sqlx::query_scalar("SELECT count(*) FROM triggers WHERE name = 'b-often'")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(triggers, 0, "the refused trigger was not made");
+    env.cleanup().await
+}

@@ -471,3 +471,40 @@ async fn migrate_refuses_a_url_that_is_not_postgresql() -> Result<()> {
     assert!(!made, "no database {database} was made");
     env.cleanup().await
 }
+
+/// `chime up --no-worker` runs the API, a scheduler and a dependency service, and no worker: a
+/// task submitted to it waits, and runs once a worker starts elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_without_its_worker_runs_every_other_service() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    let mut up = env.spawn_chime(&[
+        "up",
+        "--no-worker",
+        "--api-addr",
+        env.settings.api_addr.as_str(),
+    ])?;
+    let ready = format!("{}/readyz", env.api_url());
+    eventually("chime up --no-worker to be ready", || async {
+        Ok(http().get(&ready).send().await?.status().is_success())
+    })
+    .await?;
+    let id = env.submit(&["--kind", "noop"]).await?;
+    eventually("every service but a worker to check in", || async {
+        let kinds: Vec<String> =
+            sqlx::query_scalar("SELECT DISTINCT kind FROM service_instances ORDER BY kind")
+                .fetch_all(env.store.pool())
+                .await?;
+        Ok(kinds == ["api", "dependency", "scheduler"])
+    })
+    .await?;
+    let workers: i64 = sqlx::query_scalar("SELECT count(*) FROM workers")
+        .fetch_one(env.store.pool())
+        .await?;
+    assert_eq!(workers, 0, "no worker");
+    assert_ne!(env.task(id).await?.status, TaskStatus::Succeeded);
+    env.start(chime_cli::commands::services::Services::WORKER)
+        .await?;
+    assert_eq!(env.wait_terminal(id).await?.status, TaskStatus::Succeeded);
+    up.kill().await?;
+    env.cleanup().await
+}

@@ -447,6 +447,22 @@ pub async fn job(client: &ApiClient, command: JobCommand) -> Result<()> {
                 )
                 .await?;
             println!("{}", run["task_id"].as_str().unwrap_or_default());
+            // A run by hand starts at once, as Airflow's "trigger DAG" does for its first task:
+            // say so where the job has upstreams, which its scheduled runs wait for.
+            let deps: Result<chime_core::store::dependencies::JobDependencies> = client
+                .get(&format!("{}/dependencies", job.path("jobs")))
+                .await;
+            if let Ok(deps) = deps
+                && !deps.upstreams.is_empty()
+            {
+                let upstreams: Vec<&str> =
+                    deps.upstreams.iter().map(|d| d.upstream.as_str()).collect();
+                eprintln!(
+                    "note: this run does not wait for {} (a run by hand starts at once; the \
+                     job's own runs wait for their upstreams); its downstream jobs wait for it",
+                    upstreams.join(", ")
+                );
+            }
         }
     }
     Ok(())

@@ -92,10 +92,12 @@ pub async fn list(client: &ApiClient, args: ListArgs) -> Result<()> {
             vec![
                 t.id.to_string(),
                 t.status.to_string(),
-                match (&t.job, &t.name) {
-                    (Some(j), _) => format!("{}.{}", j.group, j.name),
-                    (None, Some(name)) => format!("\"{name}\""),
-                    (None, None) => "-".into(),
+                match (&t.job, &t.name, &t.command) {
+                    (Some(j), _, _) => format!("{}.{}", j.group, j.name),
+                    (None, Some(name), _) => format!("\"{name}\""),
+                    // What an unnamed ad-hoc task runs, so a list tells them apart.
+                    (None, None, Some(command)) => format!("$ {command}"),
+                    (None, None, None) => "-".into(),
                 },
                 t.kind.clone(),
                 t.group.clone(),
