@@ -13,10 +13,12 @@
 //! The worker stops its attempts itself first (they end as lost, not failed) and starts none
 //! while the lease is not held; its guard ([`crate::executor::guard`]) kills whatever is left if
 //! the worker cannot act. When the database server itself refuses the worker, the lease holds
-//! for [`workers::RESTART_GRACE`] from the refusal instead (see `workers.rs`).
+//! for [`workers::RESTART_GRACE`] from the refusal instead (see `workers.rs`). Without its guard
+//! (killed), the worker holds no lease at all: it ends its attempts and stops, to be started
+//! again with a new guard.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use chime_core::store::workers;
@@ -35,6 +37,8 @@ pub struct Lease {
     /// Counts the times the worker found its lease run out: an attempt that started under an
     /// earlier count has lost it.
     lapses: AtomicU64,
+    /// Set for good once the guard is found gone: no lease is held without it.
+    guard_gone: AtomicBool,
     sandbox: Arc<Sandbox>,
 }
 
@@ -48,6 +52,7 @@ impl Lease {
         Self {
             guard_deadline: AtomicI64::new(i64::MIN),
             lapses: AtomicU64::new(0),
+            guard_gone: AtomicBool::new(false),
             sandbox,
         }
     }
@@ -57,9 +62,21 @@ impl Lease {
         boot_clock_ns()
     }
 
-    /// Whether the worker holds its lease now: it may start and run attempts.
+    /// Whether the worker holds its lease now: it may start and run attempts. Never once its
+    /// guard is gone: an attempt it started could outlive a freeze of the worker unkilled.
     pub fn held(&self) -> bool {
-        Self::now() < self.self_deadline()
+        !self.guard_gone.load(Ordering::Acquire) && Self::now() < self.self_deadline()
+    }
+
+    /// Looks whether the guard is still there; true the first time it is found gone (the lease
+    /// is then never held again).
+    pub fn guard_lost(&self) -> bool {
+        !self.sandbox.guard_alive() && !self.guard_gone.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether the guard was found gone.
+    pub fn without_guard(&self) -> bool {
+        self.guard_gone.load(Ordering::Acquire)
     }
 
     /// How long the lease is held from now (zero if it is not).
@@ -104,8 +121,8 @@ impl Lease {
 
     fn extend_to(&self, deadline: i64) {
         let before = self.guard_deadline.fetch_max(deadline, Ordering::AcqRel);
-        if deadline > before {
-            self.sandbox.lease_ends(deadline);
+        if deadline > before && !self.sandbox.lease_ends(deadline) && !self.sandbox.guard_alive() {
+            self.guard_gone.store(true, Ordering::Release);
         }
     }
 

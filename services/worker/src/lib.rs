@@ -46,7 +46,7 @@ use lapin::message::Delivery;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, error, info, info_span, warn};
 use uuid::Uuid;
 
 use crate::consumer::QueueKind;
@@ -55,6 +55,12 @@ use crate::executor::Executors;
 /// A worker that could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// Its guard died: it ended its attempts and stopped rather than run them unguarded.
+    #[error(
+        "the worker's guard died: its attempts were ended and the worker stopped; start it again \
+         (a new guard starts with it)"
+    )]
+    GuardLost,
     /// Its registration failed.
     #[error("registering the worker: {0}")]
     Register(#[source] StoreError),
@@ -444,6 +450,7 @@ pub async fn run(
         }),
     });
     let span = info_span!("worker", name = %worker.identity.name);
+    let lease = worker.lease.clone();
     async {
         info!(
             groups = ?settings.groups,
@@ -559,6 +566,9 @@ pub async fn run(
     }
     .instrument(span)
     .await;
+    if lease.without_guard() {
+        return Err(WorkerError::GuardLost);
+    }
     Ok(())
 }
 
@@ -646,6 +656,14 @@ async fn liveness_loop(
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
+            }
+            if worker.lease.guard_lost() {
+                error!(
+                    "the worker's guard is gone (killed?): nothing would kill this worker's \
+                     attempts if it froze; ending them and stopping, to be started again with a \
+                     new guard"
+                );
+                worker.drain_requested.cancel();
             }
             fence_if_lapsed(&worker, &mut fenced);
             // Never waiting past the lease on one answer (at least one heartbeat's time, so a

@@ -338,3 +338,95 @@ async fn a_scheduler_frozen_inside_its_firing_transaction_loses_no_fire() -> Res
     frozen.wait().await?;
     env.cleanup().await
 }
+
+/// The processes other than `worker` that share its command line and its installation's prefix:
+/// its guard (forked from it, never exec'd).
+fn guards_of(worker: u32, prefix: &str) -> Result<Vec<u32>> {
+    let cmdline = std::fs::read(format!("/proc/{worker}/cmdline"))?;
+    let marker = format!("CHIME_PREFIX={prefix}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Some(pid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == worker {
+            continue;
+        }
+        let same_command =
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == cmdline);
+        let same_install = std::fs::read(format!("/proc/{pid}/environ"))
+            .is_ok_and(|e| e.split(|b| *b == 0).any(|var| var == marker.as_bytes()));
+        if same_command && same_install {
+            found.push(pid);
+        }
+    }
+    Ok(found)
+}
+
+/// A worker whose guard is killed does not go on unguarded: it starts nothing more, ends the
+/// attempts it runs (lost, and run again elsewhere, as `requests_recovery` asks) and exits
+/// non-zero saying why, so a supervisor starts it again with a new guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_guard_is_killed_ends_its_attempts_and_stops() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services {
+        api: true,
+        worker: false,
+        scheduler: true,
+        dependency: false,
+    })
+    .await?;
+    let mut worker = env
+        .chime_command(&["worker", "--concurrency", "2"])?
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    online_workers(&env, 1).await?;
+    let pid = worker.id().context("the worker runs")?;
+    let id = env
+        .submit(&[
+            "--kind",
+            "shell",
+            "--requests-recovery",
+            "--",
+            "sleep",
+            "600",
+        ])
+        .await?;
+    eventually("the task to run", || async {
+        Ok(env.task(id).await?.status == TaskStatus::Running)
+    })
+    .await?;
+    let guards = guards_of(pid, &env.settings.prefix)?;
+    anyhow::ensure!(guards.len() == 1, "one guard: {guards:?}");
+    kill(Pid::from_raw(guards[0] as i32), Signal::SIGKILL)?;
+    let exited = tokio::time::timeout(Duration::from_secs(60), worker.wait())
+        .await
+        .context("the worker went on without its guard")??;
+    assert!(!exited.success(), "{exited:?}");
+    let mut stderr = String::new();
+    if let Some(mut err) = worker.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        err.read_to_string(&mut stderr).await?;
+    }
+    assert!(stderr.contains("guard"), "{stderr}");
+    // Its attempt ended, and runs again on a worker with a guard.
+    let _standby = env.spawn_chime(&["worker"])?;
+    eventually("the task to run again elsewhere", || async {
+        let task = env.task(id).await?;
+        Ok(task.attempt == 2 && task.status == TaskStatus::Running)
+    })
+    .await?;
+    let task = env.task(id).await?;
+    assert_eq!(
+        task.attempts[0].outcome,
+        Some(AttemptOutcome::Lost),
+        "{task:?}"
+    );
+    env.chime_ok(&["task", "kill", &id.to_string()]).await?;
+    env.cleanup().await
+}

@@ -93,6 +93,20 @@ impl Guard {
         // 8 bytes, less than PIPE_BUF: written whole or not at all.
         (&self.pipe).write_all(&deadline.to_le_bytes())
     }
+
+    /// Whether the guard still holds its end of the pipe. Once it is gone (killed, say), the
+    /// pipe reports an error to its writer at once, and nothing would kill this worker's attempts
+    /// if the worker froze or lost its lease.
+    pub fn alive(&self) -> bool {
+        let mut fd = libc::pollfd {
+            fd: self.pipe.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: polls one descriptor this process owns, without waiting.
+        let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+        !(ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0)
+    }
 }
 
 /// The boot clock, in nanoseconds: monotonic, and counting through a suspend.

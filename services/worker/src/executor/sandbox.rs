@@ -117,11 +117,21 @@ impl Sandbox {
         })
     }
 
-    /// Tells the guard when the worker's lease ends (boot-clock nanoseconds, its margin taken).
-    pub fn lease_ends(&self, deadline: i64) {
-        if let Err(error) = self.guard.deadline(deadline) {
-            warn!(%error, "cannot tell the guard when the lease ends");
+    /// Tells the guard when the worker's lease ends (boot-clock nanoseconds, its margin taken);
+    /// false when it could not be told (the guard is gone, or its pipe is full).
+    pub fn lease_ends(&self, deadline: i64) -> bool {
+        match self.guard.deadline(deadline) {
+            Ok(()) => true,
+            Err(error) => {
+                warn!(%error, "cannot tell the guard when the lease ends");
+                false
+            }
         }
+    }
+
+    /// Whether the worker's guard is still there to kill its attempts.
+    pub fn guard_alive(&self) -> bool {
+        self.guard.alive()
     }
 
     /// Where this worker writes large task data.
