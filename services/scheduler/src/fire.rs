@@ -64,6 +64,8 @@ struct DueTrigger {
     start_time: jiff_sqlx::Timestamp,
     next_fire_time: jiff_sqlx::Timestamp,
     prev_fire_time: Option<jiff_sqlx::Timestamp>,
+    /// When it was resumed from a pause, until it fires again.
+    resumed_at: Option<jiff_sqlx::Timestamp>,
     times_triggered: i64,
     misfire_policy: String,
     priority: i32,
@@ -111,6 +113,7 @@ pub async fn fire_due(
     let due: Vec<DueTrigger> = sqlx::query_as(
         r#"
         SELECT t.id, t.job_id, t.schedule, t.start_time, t.next_fire_time, t.prev_fire_time,
+               t.resumed_at,
                t.times_triggered, t.misfire_policy, t.priority, t.data AS trigger_data,
                c.definition AS calendar, j.kind, j.spec, j.worker_group, j.concurrent,
                (NOT j.concurrent AND EXISTS (
@@ -292,10 +295,18 @@ fn plan(
         ));
     }
 
+    // A time that passed while the trigger was paused was not missed by accident: it is a
+    // misfire however short the pause.
+    let missed_while_paused = |due: Timestamp| {
+        trigger
+            .resumed_at
+            .as_ref()
+            .is_some_and(|resumed| due < resumed.to_jiff())
+    };
     let mut misfired = false;
     if let Some(due) = next
         && policy != MisfirePolicy::FireAll
-        && misfire::is_misfired(due, now, threshold)
+        && (misfire::is_misfired(due, now, threshold) || missed_while_paused(due))
     {
         misfired = true;
         let outcome = misfire::apply(&schedule, policy, due, times, calendar.as_ref(), now);
@@ -411,7 +422,8 @@ async fn advance_triggers(
         SET next_fire_time = u.next_fire_time, prev_fire_time = u.prev_fire_time,
             times_triggered = u.times_triggered, state = u.state,
             schedule = coalesce(u.schedule, t.schedule),
-            start_time = coalesce(u.start_time, t.start_time), updated_at = now()
+            start_time = coalesce(u.start_time, t.start_time), updated_at = now(),
+            resumed_at = CASE WHEN u.state = 'blocked' THEN t.resumed_at END
         FROM UNNEST($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::text[],
                     $6::jsonb[], $7::timestamptz[])
             AS u(id, next_fire_time, prev_fire_time, times_triggered, state, schedule, start_time)

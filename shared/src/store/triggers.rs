@@ -553,8 +553,9 @@ pub async fn pause(store: &Store, target: Target<'_>) -> Result<u64, StoreError>
     set_paused(store, target, true).await
 }
 
-/// Resumes triggers and wakes the schedulers; a resumed trigger whose fire time passed more
-/// than the misfire threshold ago follows its misfire policy.
+/// Resumes triggers and wakes the schedulers; a fire time that passed while a trigger was
+/// paused follows the trigger's misfire policy (however short the pause: the fires were not
+/// missed by accident), so a `smart` trigger fires once now rather than every missed time.
 pub async fn resume(store: &Store, target: Target<'_>) -> Result<u64, StoreError> {
     set_paused(store, target, false).await
 }
@@ -615,6 +616,8 @@ async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u
              WHEN NOT $1 AND t.state = 'paused' THEN 'waiting'
              WHEN NOT $1 AND t.state = 'paused_blocked' THEN 'blocked'
              ELSE t.state END,
+           resumed_at = CASE WHEN NOT $1 AND t.state IN ('paused', 'paused_blocked')
+                             THEN now() ELSE t.resumed_at END,
            updated_at = now()
          WHERE {filter}
            AND t.state IN ('waiting', 'blocked', 'paused', 'paused_blocked')

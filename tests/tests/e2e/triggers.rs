@@ -849,3 +849,78 @@ async fn a_name_has_one_spelling_and_invisible_characters_are_refused() -> Resul
     assert_eq!(jobs, 1, "the refused names made nothing");
     env.cleanup().await
 }
+
+/// Resuming a paused trigger group does not replay the times missed while it was paused: they
+/// follow the trigger's misfire policy (an every-second trigger's `smart` policy waits for its
+/// next time), however short the pause, so no fire is made for a time inside the pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_a_paused_group_follows_the_misfire_policy() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services {
+        api: true,
+        worker: false,
+        scheduler: true,
+        dependency: false,
+    })
+    .await?;
+    ok(&env, &["job", "create", "tick", "--kind", "noop"]).await?;
+    ok(
+        &env,
+        &[
+            "trigger",
+            "create",
+            "every-second",
+            "--job",
+            "tick",
+            "--every",
+            "1s",
+        ],
+    )
+    .await?;
+    let fires = || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM fired_triggers")
+            .fetch_one(env.store.pool())
+            .await?;
+        anyhow::Ok(n)
+    };
+    eventually("the trigger to fire", || async { Ok(fires().await? >= 2) }).await?;
+    ok(&env, &["trigger", "pause-group", "default"]).await?;
+    let paused_at: jiff_sqlx::Timestamp = sqlx::query_scalar("SELECT now()")
+        .fetch_one(env.store.pool())
+        .await?;
+    eventually("four fire times to pass while paused", || async {
+        let passed: bool = sqlx::query_scalar(
+            "SELECT next_fire_time < now() - interval '4 s' FROM triggers WHERE name = 'every-second'",
+        )
+        .fetch_one(env.store.pool())
+        .await?;
+        Ok(passed)
+    })
+    .await?;
+    ok(&env, &["trigger", "resume-group", "default"]).await?;
+    let resumed_at: jiff_sqlx::Timestamp = sqlx::query_scalar("SELECT now()")
+        .fetch_one(env.store.pool())
+        .await?;
+    eventually("the trigger to fire after the resume", || async {
+        let after: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM fired_triggers WHERE fired_time > $1")
+                .bind(resumed_at)
+                .fetch_one(env.store.pool())
+                .await?;
+        Ok(after >= 2)
+    })
+    .await?;
+    let replayed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM fired_triggers
+         WHERE sched_time > $1 AND sched_time < $2 AND fired_time > $2",
+    )
+    .bind(paused_at)
+    .bind(resumed_at)
+    .fetch_one(env.store.pool())
+    .await?;
+    assert_eq!(
+        replayed, 0,
+        "times missed while paused were fired after the resume"
+    );
+    env.cleanup().await
+}
