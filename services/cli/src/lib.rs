@@ -500,19 +500,27 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let code: u8 = match runtime.block_on(run(cli)) {
+        Ok(()) => 0,
         Err(error) => {
             eprintln!("error: {}", error_chain(&error));
             if let Some(ended) = error.downcast_ref::<TaskEnded>() {
-                ExitCode::from(ended.code)
+                ended.code
             } else if error.downcast_ref::<BadInput>().is_some() {
-                ExitCode::from(2)
+                2
             } else {
-                ExitCode::FAILURE
+                1
             }
         }
-    }
+    };
+    // Everything that matters is committed or was refused by now. Dropping the runtime would
+    // pull the reactor from under threads it does not own (lapin's I/O loop, still closing a
+    // connection a refused start left), which then panic over the error just printed: the
+    // process ends here instead, as it would have a moment later.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(i32::from(code))
 }
 
 /// An error and its causes, each said once: many errors (sqlx's among them) print their source
