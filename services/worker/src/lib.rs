@@ -657,7 +657,11 @@ async fn liveness_loop(
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            if worker.lease.guard_lost() {
+            // Found gone here, or by a deadline that could not be told (then `guard_lost` has
+            // nothing left to report): either way the worker drains and stops.
+            if worker.lease.guard_lost()
+                || (worker.lease.without_guard() && !worker.drain_requested.is_cancelled())
+            {
                 error!(
                     "the worker's guard is gone (killed?): nothing would kill this worker's \
                      attempts if it froze; ending them and stopping, to be started again with a \

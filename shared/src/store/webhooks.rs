@@ -329,12 +329,14 @@ pub async fn record(
              gave_up_at = CASE WHEN $4 THEN now() END,
              next_attempt_at = CASE WHEN $2::text IS NULL OR $4 THEN next_attempt_at
                                     ELSE now() + make_interval(secs => $3) END
-         WHERE id = $1",
+         WHERE id = $1 AND attempts = $5 AND delivered_at IS NULL AND gave_up_at IS NULL",
     )
     .bind(id)
     .bind(error)
     .bind(backoff)
     .bind(give_up)
+    // Only this try's claim: a try that outlived its claim must not undo a later one's delivery.
+    .bind(attempts)
     .execute(store.pool())
     .await
     .context("recording a webhook delivery")?;
