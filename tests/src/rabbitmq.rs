@@ -31,36 +31,78 @@ impl PrivateRabbitMq {
         let id = uuid::Uuid::now_v7().simple().to_string();
         let dir = std::env::temp_dir().join(format!("chime-rabbitmq-{id}"));
         std::fs::create_dir_all(&dir)?;
-        let (port, dist_port) = (free_port()?, free_port()?);
+        std::fs::write(dir.join("enabled_plugins"), "[].\n")?;
+        let node_name = format!("chime{}@localhost", &id[id.len() - 10..]);
+        // A free port can be taken by another test's connection between the probe and the
+        // node's bind (the node then stops with `dist_port_already_used`): try fresh ports.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (port, dist_port) = (free_port()?, free_port()?);
+            match Self::start_on(&dir, port, dist_port, &node_name, user, password).await {
+                Ok(broker) => return Ok(broker),
+                Err(StartError::PortTaken(out)) if tries < 5 => {
+                    eprintln!("the private RabbitMQ lost a port, trying others: {out}");
+                    let _ = std::fs::remove_dir_all(dir.join("mnesia"));
+                }
+                Err(StartError::PortTaken(out)) | Err(StartError::Other(out)) => bail!(out),
+            }
+        }
+    }
+
+    async fn start_on(
+        dir: &std::path::Path,
+        port: u16,
+        dist_port: u16,
+        node_name: &str,
+        user: &str,
+        password: &str,
+    ) -> std::result::Result<Self, StartError> {
+        let other = |e: anyhow::Error| StartError::Other(format!("{e:#}"));
         std::fs::write(
             dir.join("rabbitmq.conf"),
             format!(
                 "listeners.tcp.default = 127.0.0.1:{port}\ndefault_user = {user}\n\
                  default_pass = {password}\n"
             ),
-        )?;
-        std::fs::write(dir.join("enabled_plugins"), "[].\n")?;
+        )
+        .map_err(|e| other(e.into()))?;
         if nix::unistd::geteuid().is_root() {
             let status = tokio::process::Command::new("chown")
                 .args(["-R", "rabbitmq"])
-                .arg(&dir)
+                .arg(dir)
                 .status()
-                .await?;
-            anyhow::ensure!(status.success(), "chown of {} failed", dir.display());
+                .await
+                .map_err(|e| other(e.into()))?;
+            if !status.success() {
+                return Err(StartError::Other(format!(
+                    "chown of {} failed",
+                    dir.display()
+                )));
+            }
         }
-        let node_name = format!("chime{}@localhost", &id[id.len() - 10..]);
-        let node = launch(&dir, port, dist_port, &node_name)?;
-        let broker = Self {
-            dir,
+        let node = launch(dir, port, dist_port, node_name).map_err(other)?;
+        let mut broker = Self {
+            dir: dir.to_path_buf(),
             port,
             dist_port,
-            node_name,
+            node_name: node_name.to_string(),
             user: user.to_string(),
             password: password.to_string(),
             node,
         };
-        broker.wait_ready().await?;
-        Ok(broker)
+        match broker.wait_ready().await {
+            Ok(()) => Ok(broker),
+            Err(e) => {
+                broker.kill().await;
+                let message = format!("{e:#}");
+                if message.contains("port_already_used") || message.contains("eaddrinuse") {
+                    Err(StartError::PortTaken(message))
+                } else {
+                    Err(StartError::Other(message))
+                }
+            }
+        }
     }
 
     /// Kills the node (-9, as a crash would) and starts it again on its own data: durable
@@ -86,9 +128,13 @@ impl PrivateRabbitMq {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
-    async fn wait_ready(&self) -> Result<()> {
+    async fn wait_ready(&mut self) -> Result<()> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
         loop {
+            if let Ok(Some(status)) = self.node.try_wait() {
+                let out = std::fs::read_to_string(self.dir.join("out")).unwrap_or_default();
+                bail!("the private RabbitMQ stopped ({status}) while starting: {out}");
+            }
             // A node still starting may take the connection and never answer the handshake:
             // each try is bounded, or the wait would never end.
             let connected = tokio::time::timeout(
@@ -126,6 +172,12 @@ impl PrivateRabbitMq {
         self.kill().await;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Why a node did not start: a port taken under it is worth another try.
+enum StartError {
+    PortTaken(String),
+    Other(String),
 }
 
 /// Starts the node's server process on its directory.
