@@ -105,13 +105,18 @@ pub enum BlobError {
 pub fn decode(bytes: &[u8], jvm_zone: Option<&str>) -> Result<BlobTrigger, BlobError> {
     let graph = Graph::parse(bytes)?;
     match graph.root() {
-        JValue::Object(object) => from_java(object, jvm_zone),
+        JValue::Object(object) => from_java(object, jvm_zone, bytes.len()),
         other => Err(BlobError::UnsupportedClass(other.type_name().to_string())),
     }
 }
 
-/// Decodes a trigger object already read from a stream.
-pub fn from_java(trigger: JObject<'_>, jvm_zone: Option<&str>) -> Result<BlobTrigger, BlobError> {
+/// Decodes a trigger object already read from a stream of `stream_len` bytes (which bounds what
+/// its job data may expand to).
+pub fn from_java(
+    trigger: JObject<'_>,
+    jvm_zone: Option<&str>,
+    stream_len: usize,
+) -> Result<BlobTrigger, BlobError> {
     let class = trigger.class_name();
     if !CLASSES.contains(&class) {
         return Err(BlobError::UnsupportedClass(class.to_string()));
@@ -213,7 +218,10 @@ pub fn from_java(trigger: JObject<'_>, jvm_zone: Option<&str>) -> Result<BlobTri
         priority: trigger.int_field("priority")?,
         calendar_name: string("calendarName")?,
         description: string("description")?,
-        job_data: job_data::from_java(trigger.field("jobDataMap").unwrap_or(JValue::Null))?,
+        job_data: job_data::from_java(
+            trigger.field("jobDataMap").unwrap_or(JValue::Null),
+            stream_len,
+        )?,
         next_fire_time: date(trigger, "nextFireTime")?,
         previous_fire_time: date(trigger, "previousFireTime")?,
     })

@@ -18,13 +18,32 @@ use crate::java::{Graph, JObject, JValue, JavaError, jdk, looks_serialized};
 /// How deep values may nest inside one key (lists of maps of lists…).
 pub const MAX_NESTING: usize = 64;
 
-/// How many JSON values one map may expand to: a stream can share one list many times over
-/// (each sharing doubling the JSON), so the expansion is bounded, not just the stream.
+/// How many JSON values one map may expand to at most: a stream can share one list many times
+/// over (each sharing doubling the JSON), so the expansion is bounded, not just the stream.
 pub const MAX_JSON_VALUES: usize = 1_000_000;
 
-/// How many bytes of text one map may expand to: a few bytes of stream can repeat one long
-/// string (or byte array) by reference many times over.
+/// How many bytes of text one map may expand to at most: a few bytes of stream can repeat one
+/// long string (or byte array) by reference many times over.
 pub const MAX_JSON_TEXT_BYTES: usize = 64 << 20;
+
+/// Below those maxima a map may expand only as far as its stream's own length allows without
+/// sharing: every value but null takes at least a byte of stream, and no text is more than
+/// four times its bytes (modified UTF-8, base64, a double written out); plus this allowance
+/// for the few values a real map shares (one string under two keys). An import of many small
+/// maps that each share one value a million times would otherwise hold gigabytes.
+pub const SHARING_ALLOWANCE: usize = 64 << 10;
+
+/// The most values and bytes of text a map read from a stream of `stream_len` bytes may make.
+fn budget(stream_len: usize) -> (usize, usize) {
+    (
+        MAX_JSON_VALUES.min(stream_len.saturating_add(SHARING_ALLOWANCE)),
+        MAX_JSON_TEXT_BYTES.min(
+            stream_len
+                .saturating_mul(4)
+                .saturating_add(SHARING_ALLOWANCE),
+        ),
+    )
+}
 
 /// A decoded `JOB_DATA` column.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -88,13 +107,14 @@ pub fn decode(bytes: Option<&[u8]>) -> Result<DecodedData, DataError> {
     }
     if looks_serialized(bytes) {
         let graph = Graph::parse(bytes)?;
-        return from_java(graph.root());
+        return from_java(graph.root(), bytes.len());
     }
     decode_properties(bytes)
 }
 
-/// Decodes a `JobDataMap` (or a plain map) already read from a stream; null is an empty map.
-pub fn from_java(value: JValue<'_>) -> Result<DecodedData, DataError> {
+/// Decodes a `JobDataMap` (or a plain map) already read from a stream of `stream_len` bytes
+/// (which bounds what it may expand to); null is an empty map.
+pub fn from_java(value: JValue<'_>, stream_len: usize) -> Result<DecodedData, DataError> {
     let root = match value {
         JValue::Null => return Ok(DecodedData::default()),
         JValue::Object(object) => object,
@@ -117,7 +137,12 @@ pub fn from_java(value: JValue<'_>) -> Result<DecodedData, DataError> {
         class: map.class_name().to_string(),
     })?;
     let mut out = DecodedData::default();
-    let mut converter = Converter::default();
+    let (max_values, max_text) = budget(stream_len);
+    let mut converter = Converter {
+        max_values,
+        max_text,
+        ..Converter::default()
+    };
     for (key, value) in entries {
         let (raw, key, key_had_nul) = converter.key(key, 0).map_err(|e| e.at("(a map key)"))?;
         let label = format!("{raw:?}");
@@ -173,6 +198,10 @@ struct Converter {
     produced: usize,
     /// Bytes of text produced so far (all keys).
     text_bytes: usize,
+    /// How many values may be produced.
+    max_values: usize,
+    /// How many bytes of text may be produced.
+    max_text: usize,
     /// Objects and arrays on the path being converted: a cycle would never end.
     path: Vec<usize>,
     /// A NUL was replaced in the current key's value.
@@ -205,19 +234,21 @@ impl Converter {
         Ok((raw, text, had_nul))
     }
 
-    /// Counts `bytes` more of text against [`MAX_JSON_TEXT_BYTES`].
+    /// Counts `bytes` more of text against the map's budget.
     fn spend(&mut self, bytes: usize) -> Result<(), ConvError> {
         self.text_bytes = self.text_bytes.saturating_add(bytes);
-        if self.text_bytes > MAX_JSON_TEXT_BYTES {
+        if self.text_bytes > self.max_text {
             return Err(ConvError::Malformed(format!(
-                "expands to more than {MAX_JSON_TEXT_BYTES} bytes of text"
+                "expands to more than {} bytes of text (its stream holds values shared many \
+                 times over)",
+                self.max_text
             )));
         }
         Ok(())
     }
 
     /// A value as JSON; every string it makes (text, enum names, numbers written as text,
-    /// base64) counts against [`MAX_JSON_TEXT_BYTES`]. One string is at most as long as the
+    /// base64) counts against the map's text budget. One string is at most as long as the
     /// stream; what is bounded is the repetition by reference.
     fn value(&mut self, value: JValue<'_>, depth: usize) -> Result<Value, ConvError> {
         let json = self.value_uncounted(value, depth)?;
@@ -229,9 +260,11 @@ impl Converter {
 
     fn value_uncounted(&mut self, value: JValue<'_>, depth: usize) -> Result<Value, ConvError> {
         self.produced += 1;
-        if self.produced > MAX_JSON_VALUES {
+        if self.produced > self.max_values {
             return Err(ConvError::Malformed(format!(
-                "expands to more than {MAX_JSON_VALUES} values"
+                "expands to more than {} values (its stream holds values shared many times \
+                 over)",
+                self.max_values
             )));
         }
         if depth > MAX_NESTING {

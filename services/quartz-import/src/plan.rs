@@ -23,12 +23,13 @@ use chime_core::schedule::misfire::{self, MisfirePolicy};
 use chime_core::schedule::{Calendar, CalendarSpec, IntervalUnit, Schedule, ScheduleSpec};
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::calendars::DecodedCalendar;
 use crate::mapping::{JobClassMappings, Target};
 use crate::source::{
-    CalendarRow, FiredRow, JobRow, QuartzStore, SimpleProperties, TriggerDetail, TriggerRow,
+    Blob, CalendarRow, FiredRow, JobRow, QuartzStore, SimpleProperties, TriggerDetail, TriggerRow,
 };
 use crate::{blob_triggers, calendars, job_data, zones};
 
@@ -94,8 +95,9 @@ pub struct PlannedJob {
     pub durable: bool,
     /// Paused: its class has no mapping.
     pub paused: bool,
-    /// Its job data.
-    pub data: Value,
+    /// Its job data, as JSON text: kept as text, a map costs about what it says, where a
+    /// parsed map of many short entries costs twenty times that.
+    pub data: Box<RawValue>,
 }
 
 /// A trigger to write.
@@ -129,8 +131,8 @@ pub struct PlannedTrigger {
     pub prev_fire_time: Option<Timestamp>,
     /// Fires so far.
     pub times_triggered: i64,
-    /// Its data, over the job's.
-    pub data: Value,
+    /// Its data, over the job's, as JSON text.
+    pub data: Box<RawValue>,
 }
 
 /// Everything an import writes, and its report.
@@ -251,6 +253,19 @@ fn millis(ms: i64) -> Option<Timestamp> {
         .flatten()
 }
 
+/// A blob's bytes, or why it cannot be read.
+fn blob(stored: &Blob) -> Result<Option<&[u8]>, String> {
+    stored
+        .as_ref()
+        .map(|bytes| bytes.as_deref())
+        .map_err(ToString::to_string)
+}
+
+/// A map as the JSON text kept for it.
+fn json_text(map: Map<String, Value>) -> Result<Box<RawValue>, String> {
+    serde_json::value::to_raw_value(&map).map_err(|e| format!("its data as JSON: {e}"))
+}
+
 fn full(group: &str, name: &str) -> String {
     format!("{group}.{name}")
 }
@@ -285,14 +300,14 @@ pub fn plan(store: &QuartzStore, options: &PlanOptions) -> Plan {
         .filter(|g| match check_name("paused trigger group", g) {
             Ok(()) => true,
             Err(why) => {
-                report.skip("paused group", g.as_str(), why);
+                report.fail("paused group", g.as_str(), why);
                 false
             }
         })
         .cloned()
         .collect();
     let mut triggers = Vec::new();
-    let mut trigger_data: HashMap<(String, String), Value> = HashMap::new();
+    let mut trigger_data: HashMap<(String, String), Box<RawValue>> = HashMap::new();
     for row in &store.triggers {
         let key = full(&row.group, &row.name);
         match plan_trigger(row, &job_index, &calendar_names, options, &mut report) {
@@ -306,12 +321,20 @@ pub fn plan(store: &QuartzStore, options: &PlanOptions) -> Plan {
         }
     }
     // Data of triggers not imported (complete ones) still goes to their recovery runs.
+    let recovered: HashSet<(&str, &str)> = store
+        .fired
+        .iter()
+        .map(|f| (f.trigger_group.as_str(), f.trigger_name.as_str()))
+        .collect();
     for row in &store.triggers {
         let key = (row.group.clone(), row.name.clone());
-        if !trigger_data.contains_key(&key)
-            && let Ok(decoded) = job_data::decode(row.data.as_deref())
+        if recovered.contains(&(row.group.as_str(), row.name.as_str()))
+            && !trigger_data.contains_key(&key)
+            && let Ok(bytes) = blob(&row.data)
+            && let Ok(decoded) = job_data::decode(bytes)
+            && let Ok(text) = json_text(decoded.data)
         {
-            trigger_data.insert(key, Value::Object(decoded.data));
+            trigger_data.insert(key, text);
         }
     }
     for fired in &store.fired {
@@ -369,13 +392,17 @@ fn plan_calendars(
     let stored: HashSet<String> = rows.iter().map(|r| r.name.clone()).collect();
     for row in rows {
         if let Err(why) = check_name("calendar name", &row.name) {
-            report.skip("calendar", row.name.as_str(), why);
+            report.fail("calendar", row.name.as_str(), why);
             continue;
         }
-        let decoded = match calendars::decode(&row.blob, options.jvm_zone.as_deref()) {
+        let decoded = blob(&row.blob).and_then(|bytes| {
+            calendars::decode(bytes.unwrap_or_default(), options.jvm_zone.as_deref())
+                .map_err(|e| e.to_string())
+        });
+        let decoded = match decoded {
             Ok(decoded) => decoded,
-            Err(error) => {
-                report.fail("calendar", row.name.as_str(), error.to_string());
+            Err(why) => {
+                report.fail("calendar", row.name.as_str(), why);
                 continue;
             }
         };
@@ -437,18 +464,22 @@ fn plan_jobs(rows: &[JobRow], options: &PlanOptions, report: &mut Report) -> Vec
         if let Err(why) =
             check_name("job group", &row.group).and_then(|()| check_name("job name", &row.name))
         {
-            report.skip("job", key, why);
+            report.fail("job", key, why);
             continue;
         }
-        let data = match job_data::decode(row.data.as_deref()) {
-            Ok(decoded) => {
-                for warning in decoded.warnings {
+        let decoded = blob(&row.data).and_then(|bytes| {
+            let decoded = job_data::decode(bytes).map_err(|e| e.to_string())?;
+            Ok((json_text(decoded.data)?, decoded.warnings))
+        });
+        let data = match decoded {
+            Ok((data, warnings)) => {
+                for warning in warnings {
                     report.warnings.push(format!("job {key}: {warning}"));
                 }
-                decoded.data
+                data
             }
-            Err(error) => {
-                report.fail("job", key, error.to_string());
+            Err(why) => {
+                report.fail("job", key, why);
                 continue;
             }
         };
@@ -483,7 +514,7 @@ fn plan_jobs(rows: &[JobRow], options: &PlanOptions, report: &mut Report) -> Vec
             requests_recovery: row.requests_recovery,
             durable: row.durable,
             paused,
-            data: Value::Object(data),
+            data,
         });
     }
     planned
@@ -507,7 +538,7 @@ fn plan_trigger(
 ) -> Result<Option<PlannedTrigger>, Failure> {
     check_name("trigger group", &row.group)
         .and_then(|()| check_name("trigger name", &row.name))
-        .map_err(Failure::Skip)?;
+        .map_err(Failure::Fail)?;
     let Some(job) = jobs.get(&(row.job_group.as_str(), row.job_name.as_str())) else {
         return Err(Failure::Skip(format!(
             "its job {} is not imported",
@@ -546,14 +577,15 @@ fn plan_trigger(
     let start = millis(row.start_time)
         .ok_or_else(|| Failure::Fail(format!("START_TIME {} is out of range", row.start_time)))?;
     let end = row.end_time.and_then(millis);
-    let data = job_data::decode(row.data.as_deref()).map_err(|e| Failure::Fail(e.to_string()))?;
+    let data = job_data::decode(blob(&row.data).map_err(Failure::Fail)?)
+        .map_err(|e| Failure::Fail(e.to_string()))?;
     for warning in &data.warnings {
         report.warnings.push(format!(
             "trigger {}: {warning}",
             full(&row.group, &row.name)
         ));
     }
-    let mut data = Value::Object(data.data);
+    let mut data = data.data;
     let mut priority = row.priority.unwrap_or(5);
     let mut misfire_code = row.misfire_instruction.unwrap_or(0);
     let mut calendar_name = calendar;
@@ -595,9 +627,10 @@ fn plan_trigger(
                 row.kind
             )));
         }
-        TriggerDetail::Blob(blob) => {
+        TriggerDetail::Blob(stored) => {
+            let bytes = blob(stored).map_err(Failure::Fail)?;
             let decoded = blob_triggers::decode(
-                blob.as_deref().unwrap_or_default(),
+                bytes.unwrap_or_default(),
                 options.jvm_zone.as_deref(),
             )
             .map_err(|e| match e {
@@ -607,8 +640,8 @@ fn plan_trigger(
                 other => Failure::Fail(other.to_string()),
             })?;
             // The row's columns hold what the scheduler last wrote; the blob holds the rest.
-            if data.as_object().is_none_or(Map::is_empty) {
-                data = Value::Object(decoded.job_data.data);
+            if data.is_empty() {
+                data = decoded.job_data.data;
             }
             priority = row.priority.unwrap_or(decoded.priority);
             misfire_code = row
@@ -661,7 +694,7 @@ fn plan_trigger(
         next_fire_time: next,
         prev_fire_time: row.prev_fire_time.and_then(millis),
         times_triggered,
-        data,
+        data: json_text(data).map_err(Failure::Fail)?,
     };
     let calendar = trigger
         .calendar
@@ -921,7 +954,7 @@ fn apply_misfire(
 fn plan_recovery(
     fired: &FiredRow,
     jobs: &HashMap<(&str, &str), &PlannedJob>,
-    trigger_data: &HashMap<(String, String), Value>,
+    trigger_data: &HashMap<(String, String), Box<RawValue>>,
     report: &mut Report,
 ) -> Option<PlannedTrigger> {
     let entry = format!(
@@ -963,10 +996,9 @@ fn plan_recovery(
         report.skip("fired trigger", entry, "its times are out of range");
         return None;
     };
-    let mut data = trigger_data
+    let mut data: Map<String, Value> = trigger_data
         .get(&(fired.trigger_group.clone(), fired.trigger_name.clone()))
-        .and_then(Value::as_object)
-        .cloned()
+        .and_then(|text| serde_json::from_str(text.get()).ok())
         .unwrap_or_default();
     let keys: BTreeMap<&str, String> = BTreeMap::from([
         (
@@ -991,9 +1023,16 @@ fn plan_recovery(
     }
     let name = format!("recover_{}", fired.entry_id);
     if let Err(why) = check_name("trigger name", &name) {
-        report.skip("fired trigger", entry, why);
+        report.fail("fired trigger", entry, why);
         return None;
     }
+    let data = match json_text(data) {
+        Ok(data) => data,
+        Err(why) => {
+            report.fail("fired trigger", entry, why);
+            return None;
+        }
+    };
     Some(PlannedTrigger {
         group: RECOVERING_JOBS_GROUP.into(),
         name,
@@ -1017,7 +1056,7 @@ fn plan_recovery(
         next_fire_time: sched,
         prev_fire_time: None,
         times_triggered: 0,
-        data: Value::Object(data),
+        data,
     })
 }
 

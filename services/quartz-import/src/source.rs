@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use futures::TryStreamExt as _;
 use jiff::Timestamp;
 use sqlx::postgres::PgRow;
 use sqlx::{Connection, PgConnection, Row};
@@ -135,6 +136,27 @@ pub struct SourceOptions {
     pub force: bool,
     /// The time a check-in is judged at.
     pub now: Timestamp,
+    /// `--max-blob-bytes`: a longer blob is not fetched, and its item cannot be imported.
+    pub max_blob_bytes: u64,
+}
+
+/// How many bytes one blob (job data, a calendar, a blob trigger) may have by default: Quartz's
+/// own are a few KB; a larger one is reported as unreadable and never fetched.
+pub const DEFAULT_MAX_BLOB_BYTES: u64 = 1 << 20;
+
+/// A blob column: absent, its bytes, or too large to be fetched.
+pub type Blob = Result<Option<Vec<u8>>, TooLarge>;
+
+/// A blob over `--max-blob-bytes`, left in the store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{column} is {bytes} bytes, over the limit of {limit} (--max-blob-bytes raises it)")]
+pub struct TooLarge {
+    /// The column.
+    pub column: &'static str,
+    /// Its length.
+    pub bytes: u64,
+    /// The limit it is over.
+    pub limit: u64,
 }
 
 /// A `QRTZ_JOB_DETAILS` row.
@@ -157,7 +179,7 @@ pub struct JobRow {
     /// `REQUESTS_RECOVERY`.
     pub requests_recovery: bool,
     /// `JOB_DATA`.
-    pub data: Option<Vec<u8>>,
+    pub data: Blob,
 }
 
 /// A `QRTZ_TRIGGERS` row with the row of its kind's table.
@@ -192,7 +214,7 @@ pub struct TriggerRow {
     /// `MISFIRE_INSTR`.
     pub misfire_instruction: Option<i32>,
     /// `JOB_DATA`.
-    pub data: Option<Vec<u8>>,
+    pub data: Blob,
     /// The row of the kind's own table.
     pub detail: TriggerDetail,
 }
@@ -219,7 +241,7 @@ pub enum TriggerDetail {
     /// `QRTZ_SIMPROP_TRIGGERS`: calendar-interval and daily-time-interval triggers.
     Properties(SimpleProperties),
     /// `QRTZ_BLOB_TRIGGERS.BLOB_DATA`.
-    Blob(Option<Vec<u8>>),
+    Blob(Blob),
     /// The kind's table has no row for the trigger.
     Missing,
 }
@@ -243,7 +265,7 @@ pub struct CalendarRow {
     /// `CALENDAR_NAME`.
     pub name: String,
     /// `CALENDAR`: a Java-serialized `org.quartz.Calendar`.
-    pub blob: Vec<u8>,
+    pub blob: Blob,
 }
 
 /// A `QRTZ_FIRED_TRIGGERS` row: a fire a node had acquired or was running when it stopped.
@@ -310,6 +332,8 @@ struct Tables {
     quoted: HashMap<&'static str, String>,
     columns: HashMap<&'static str, HashMap<String, String>>,
     shown: String,
+    /// `--max-blob-bytes`.
+    max_blob: u64,
 }
 
 impl Tables {
@@ -317,10 +341,13 @@ impl Tables {
         self.quoted.get(suffix).map_or("", String::as_str)
     }
 
-    /// `SELECT` list: each column cast to text (or bytea), by its real name.
-    fn select(&self, suffix: &'static str, columns: &[&'static str]) -> String {
+    /// `SELECT` list: each column cast to text (or bytea), by its real name. A bytea column
+    /// longer than `max_blob` comes as NULL, and the lengths of the bytea columns follow the
+    /// columns asked for, in their order, so a blob too large is never fetched but still named.
+    fn select(&self, suffix: &'static str, columns: &[&'static str], max_blob: u64) -> String {
         let real = self.columns.get(suffix);
-        columns
+        let mut lengths = Vec::new();
+        let mut list: Vec<String> = columns
             .iter()
             .map(|c| {
                 let (name, cast) = match c.strip_suffix(":bytea") {
@@ -328,12 +355,22 @@ impl Tables {
                     None => (*c, "text"),
                 };
                 match real.and_then(|r| r.get(name)) {
+                    Some(real) if cast == "bytea" => {
+                        let value = format!("{}::bytea", quote(real));
+                        lengths.push(format!("octet_length({value})::int8"));
+                        format!("CASE WHEN octet_length({value}) <= {max_blob} THEN {value} END")
+                    }
                     Some(real) => format!("{}::{cast}", quote(real)),
+                    None if cast == "bytea" => {
+                        lengths.push("NULL::int8".into());
+                        "NULL::bytea".into()
+                    }
                     None => format!("NULL::{cast}"),
                 }
             })
-            .collect::<Vec<_>>()
-            .join(", ")
+            .collect();
+        list.extend(lengths);
+        list.join(", ")
     }
 }
 
@@ -352,7 +389,8 @@ pub async fn read(url: &str, options: &SourceOptions) -> Result<QuartzStore, Sou
         .map_err(db(
             "starting a read-only transaction on the Quartz database",
         ))?;
-    let tables = find_tables(&mut tx, &options.table_prefix).await?;
+    let mut tables = find_tables(&mut tx, &options.table_prefix).await?;
+    tables.max_blob = options.max_blob_bytes;
     let scheduler = choose_scheduler(&mut tx, &tables, options.scheduler.as_deref()).await?;
     let nodes = read_nodes(&mut tx, &tables, &scheduler).await?;
     if !options.force {
@@ -492,6 +530,7 @@ async fn find_tables(conn: &mut PgConnection, prefix: &str) -> Result<Tables, So
         quoted,
         columns,
         shown,
+        max_blob: DEFAULT_MAX_BLOB_BYTES,
     })
 }
 
@@ -511,7 +550,7 @@ async fn choose_scheduler(
     .map(|t| {
         format!(
             "SELECT {} FROM {}",
-            tables.select(t, &["sched_name"]),
+            tables.select(t, &["sched_name"], 0),
             tables.table(t)
         )
     })
@@ -537,25 +576,35 @@ async fn choose_scheduler(
     }
 }
 
-/// Reads `columns` of `suffix`'s rows of `scheduler`, each row as text values.
-async fn rows(
+/// Reads `columns` of `suffix`'s rows of `scheduler`, each row as text values, turning each
+/// into what `each` makes of it as it arrives: a store's rows are never all held at once, only
+/// what is made of them.
+async fn rows<T>(
     conn: &mut PgConnection,
     tables: &Tables,
     suffix: &'static str,
     columns: &[&'static str],
     scheduler: &str,
-) -> Result<Vec<PgRow>, SourceError> {
+    mut each: impl FnMut(&PgRow) -> Result<T, SourceError>,
+) -> Result<Vec<T>, SourceError> {
     let statement = format!(
         "SELECT {} FROM {} WHERE {} = $1",
-        tables.select(suffix, columns),
+        tables.select(suffix, columns, tables.max_blob),
         tables.table(suffix),
-        tables.select(suffix, &["sched_name"]),
+        tables.select(suffix, &["sched_name"], 0),
     );
-    sqlx::query(sqlx::AssertSqlSafe(statement))
+    let mut found = Vec::new();
+    let mut stream = sqlx::query(sqlx::AssertSqlSafe(statement))
         .bind(scheduler)
-        .fetch_all(&mut *conn)
+        .fetch(&mut *conn);
+    while let Some(row) = stream
+        .try_next()
         .await
-        .map_err(db(format!("reading {}", tables.table(suffix))))
+        .map_err(db(format!("reading {}", tables.table(suffix))))?
+    {
+        found.push(each(&row)?);
+    }
+    Ok(found)
 }
 
 /// Reads one row's values by position, naming the table and row in errors.
@@ -585,10 +634,30 @@ impl<'a> Cells<'a> {
             .ok_or_else(|| self.bad(column, "NULL", "must not be NULL"))
     }
 
-    fn bytes(&self, i: usize) -> Result<Option<Vec<u8>>, SourceError> {
-        self.row
+    /// The blob in column `i`, its length in column `length` (see [`Tables::select`]).
+    fn blob(
+        &self,
+        i: usize,
+        length: usize,
+        column: &'static str,
+        limit: u64,
+    ) -> Result<Blob, SourceError> {
+        let bytes = self
+            .row
             .try_get::<Option<Vec<u8>>, _>(i)
-            .map_err(db(format!("reading {}", self.table)))
+            .map_err(db(format!("reading {}", self.table)))?;
+        let stored = self
+            .row
+            .try_get::<Option<i64>, _>(length)
+            .map_err(db(format!("reading {}", self.table)))?;
+        Ok(match (bytes, stored) {
+            (None, Some(stored)) => Err(TooLarge {
+                column,
+                bytes: u64::try_from(stored).unwrap_or(0),
+                limit,
+            }),
+            (bytes, _) => Ok(bytes),
+        })
     }
 
     fn long(&self, i: usize, column: &'static str) -> Result<Option<i64>, SourceError> {
@@ -647,17 +716,13 @@ async fn read_nodes(
     scheduler: &str,
 ) -> Result<Vec<NodeRow>, SourceError> {
     let table = tables.table("SCHEDULER_STATE");
-    let found = rows(
+    rows(
         conn,
         tables,
         "SCHEDULER_STATE",
         &["instance_name", "last_checkin_time", "checkin_interval"],
         scheduler,
-    )
-    .await?;
-    found
-        .iter()
-        .map(|row| {
+        |row| {
             let mut c = Cells::new(row, table);
             let instance = c.string(0, "INSTANCE_NAME")?;
             c.key = instance.clone();
@@ -666,8 +731,9 @@ async fn read_nodes(
                 last_checkin: c.long(1, "LAST_CHECKIN_TIME")?.unwrap_or(0),
                 checkin_interval: c.long(2, "CHECKIN_INTERVAL")?.unwrap_or(0),
             })
-        })
-        .collect()
+        },
+    )
+    .await
 }
 
 async fn read_jobs(
@@ -676,7 +742,7 @@ async fn read_jobs(
     scheduler: &str,
 ) -> Result<Vec<JobRow>, SourceError> {
     let table = tables.table("JOB_DETAILS");
-    let found = rows(
+    rows(
         conn,
         tables,
         "JOB_DETAILS",
@@ -692,11 +758,7 @@ async fn read_jobs(
             "job_data:bytea",
         ],
         scheduler,
-    )
-    .await?;
-    found
-        .iter()
-        .map(|row| {
+        |row| {
             let mut c = Cells::new(row, table);
             let (group, name) = (c.string(0, "JOB_GROUP")?, c.string(1, "JOB_NAME")?);
             c.key = format!("job {group}.{name}");
@@ -707,12 +769,13 @@ async fn read_jobs(
                 nonconcurrent: c.boolean(5, "IS_NONCONCURRENT")?.unwrap_or(false),
                 update_data: c.boolean(6, "IS_UPDATE_DATA")?.unwrap_or(false),
                 requests_recovery: c.boolean(7, "REQUESTS_RECOVERY")?.unwrap_or(false),
-                data: c.bytes(8)?,
+                data: c.blob(8, 9, "JOB_DATA", tables.max_blob)?,
                 group,
                 name,
             })
-        })
-        .collect()
+        },
+    )
+    .await
 }
 
 type TriggerKey = (String, String);
@@ -736,27 +799,38 @@ async fn read_triggers(
         &["repeat_count", "repeat_interval", "times_triggered"],
     ]
     .concat();
-    for row in rows(conn, tables, "SIMPLE_TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells::new(&row, table);
-        let key = key_of(&mut c)?;
-        let detail = TriggerDetail::Simple {
-            repeat_count: c.long(2, "REPEAT_COUNT")?.unwrap_or(0),
-            repeat_interval: c.long(3, "REPEAT_INTERVAL")?.unwrap_or(0),
-            times_triggered: c.long(4, "TIMES_TRIGGERED")?.unwrap_or(0),
-        };
-        details.insert(key, detail);
-    }
+    rows(
+        conn,
+        tables,
+        "SIMPLE_TRIGGERS",
+        &columns,
+        scheduler,
+        |row| {
+            let mut c = Cells::new(row, table);
+            let key = key_of(&mut c)?;
+            let detail = TriggerDetail::Simple {
+                repeat_count: c.long(2, "REPEAT_COUNT")?.unwrap_or(0),
+                repeat_interval: c.long(3, "REPEAT_INTERVAL")?.unwrap_or(0),
+                times_triggered: c.long(4, "TIMES_TRIGGERED")?.unwrap_or(0),
+            };
+            details.insert(key, detail);
+            Ok(())
+        },
+    )
+    .await?;
     let table = tables.table("CRON_TRIGGERS");
     let columns = [&keyed[..], &["cron_expression", "time_zone_id"]].concat();
-    for row in rows(conn, tables, "CRON_TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells::new(&row, table);
+    rows(conn, tables, "CRON_TRIGGERS", &columns, scheduler, |row| {
+        let mut c = Cells::new(row, table);
         let key = key_of(&mut c)?;
         let detail = TriggerDetail::Cron {
             expression: c.string(2, "CRON_EXPRESSION")?,
             time_zone: c.text(3)?.filter(|z| !z.trim().is_empty()),
         };
         details.insert(key, detail);
-    }
+        Ok(())
+    })
+    .await?;
     let table = tables.table("SIMPROP_TRIGGERS");
     let columns = [
         &keyed[..],
@@ -773,24 +847,36 @@ async fn read_triggers(
         ],
     ]
     .concat();
-    for row in rows(conn, tables, "SIMPROP_TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells::new(&row, table);
-        let key = key_of(&mut c)?;
-        let detail = TriggerDetail::Properties(SimpleProperties {
-            strings: [c.text(2)?, c.text(3)?, c.text(4)?],
-            ints: [c.long(5, "INT_PROP_1")?, c.long(6, "INT_PROP_2")?],
-            longs: [c.long(7, "LONG_PROP_1")?, c.long(8, "LONG_PROP_2")?],
-            bools: [c.boolean(9, "BOOL_PROP_1")?, c.boolean(10, "BOOL_PROP_2")?],
-        });
-        details.insert(key, detail);
-    }
+    rows(
+        conn,
+        tables,
+        "SIMPROP_TRIGGERS",
+        &columns,
+        scheduler,
+        |row| {
+            let mut c = Cells::new(row, table);
+            let key = key_of(&mut c)?;
+            let detail = TriggerDetail::Properties(SimpleProperties {
+                strings: [c.text(2)?, c.text(3)?, c.text(4)?],
+                ints: [c.long(5, "INT_PROP_1")?, c.long(6, "INT_PROP_2")?],
+                longs: [c.long(7, "LONG_PROP_1")?, c.long(8, "LONG_PROP_2")?],
+                bools: [c.boolean(9, "BOOL_PROP_1")?, c.boolean(10, "BOOL_PROP_2")?],
+            });
+            details.insert(key, detail);
+            Ok(())
+        },
+    )
+    .await?;
     let table = tables.table("BLOB_TRIGGERS");
     let columns = [&keyed[..], &["blob_data:bytea"]].concat();
-    for row in rows(conn, tables, "BLOB_TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells::new(&row, table);
+    rows(conn, tables, "BLOB_TRIGGERS", &columns, scheduler, |row| {
+        let mut c = Cells::new(row, table);
         let key = key_of(&mut c)?;
-        details.insert(key, TriggerDetail::Blob(c.bytes(2)?));
-    }
+        let blob = c.blob(2, 3, "BLOB_DATA", tables.max_blob)?;
+        details.insert(key, TriggerDetail::Blob(blob));
+        Ok(())
+    })
+    .await?;
 
     let table = tables.table("TRIGGERS");
     let columns = [
@@ -812,12 +898,11 @@ async fn read_triggers(
         ],
     ]
     .concat();
-    let mut triggers = Vec::new();
-    for row in rows(conn, tables, "TRIGGERS", &columns, scheduler).await? {
-        let mut c = Cells::new(&row, table);
+    rows(conn, tables, "TRIGGERS", &columns, scheduler, |row| {
+        let mut c = Cells::new(row, table);
         let key = key_of(&mut c)?;
         let positive = |v: Option<i64>| v.filter(|t| *t > 0);
-        triggers.push(TriggerRow {
+        Ok(TriggerRow {
             job_group: c.string(2, "JOB_GROUP")?,
             job_name: c.string(3, "JOB_NAME")?,
             description: c.text(4)?,
@@ -830,13 +915,13 @@ async fn read_triggers(
             end_time: positive(c.long(11, "END_TIME")?),
             calendar: c.text(12)?.filter(|n| !n.is_empty()),
             misfire_instruction: c.int(13, "MISFIRE_INSTR")?,
-            data: c.bytes(14)?,
+            data: c.blob(14, 15, "JOB_DATA", tables.max_blob)?,
             detail: details.remove(&key).unwrap_or(TriggerDetail::Missing),
             group: key.0,
             name: key.1,
-        });
-    }
-    Ok(triggers)
+        })
+    })
+    .await
 }
 
 async fn read_calendars(
@@ -845,26 +930,23 @@ async fn read_calendars(
     scheduler: &str,
 ) -> Result<Vec<CalendarRow>, SourceError> {
     let table = tables.table("CALENDARS");
-    let found = rows(
+    rows(
         conn,
         tables,
         "CALENDARS",
         &["calendar_name", "calendar:bytea"],
         scheduler,
-    )
-    .await?;
-    found
-        .iter()
-        .map(|row| {
+        |row| {
             let mut c = Cells::new(row, table);
             let name = c.string(0, "CALENDAR_NAME")?;
             c.key = format!("calendar {name}");
             Ok(CalendarRow {
-                blob: c.bytes(1)?.unwrap_or_default(),
+                blob: c.blob(1, 2, "CALENDAR", tables.max_blob)?,
                 name,
             })
-        })
-        .collect()
+        },
+    )
+    .await
 }
 
 async fn read_paused_groups(
@@ -873,18 +955,15 @@ async fn read_paused_groups(
     scheduler: &str,
 ) -> Result<Vec<String>, SourceError> {
     let table = tables.table("PAUSED_TRIGGER_GRPS");
-    let found = rows(
+    rows(
         conn,
         tables,
         "PAUSED_TRIGGER_GRPS",
         &["trigger_group"],
         scheduler,
+        |row| Cells::new(row, table).string(0, "TRIGGER_GROUP"),
     )
-    .await?;
-    found
-        .iter()
-        .map(|row| Cells::new(row, table).string(0, "TRIGGER_GROUP"))
-        .collect()
+    .await
 }
 
 async fn read_fired(
@@ -893,7 +972,7 @@ async fn read_fired(
     scheduler: &str,
 ) -> Result<Vec<FiredRow>, SourceError> {
     let table = tables.table("FIRED_TRIGGERS");
-    let found = rows(
+    let mut fired = rows(
         conn,
         tables,
         "FIRED_TRIGGERS",
@@ -911,11 +990,7 @@ async fn read_fired(
             "requests_recovery",
         ],
         scheduler,
-    )
-    .await?;
-    let mut fired = found
-        .iter()
-        .map(|row| {
+        |row| {
             let mut c = Cells::new(row, table);
             let entry_id = c.string(0, "ENTRY_ID")?;
             c.key = format!("entry {entry_id}");
@@ -932,8 +1007,9 @@ async fn read_fired(
                 requests_recovery: c.boolean(10, "REQUESTS_RECOVERY")?.unwrap_or(false),
                 entry_id,
             })
-        })
-        .collect::<Result<Vec<_>, SourceError>>()?;
+        },
+    )
+    .await?;
     fired.sort_by(|a, b| a.entry_id.cmp(&b.entry_id));
     Ok(fired)
 }

@@ -5,10 +5,52 @@
 //! reported, so a second run makes nothing twice; `--replace` overwrites it with what Quartz
 //! has instead, which is for a cut-over chime has not started firing yet.
 
+use chime_core::schedule::ScheduleSpec;
 use chime_core::store::{Store, StoreError, triggers};
+use jiff::Timestamp;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use sqlx::types::Json;
 
 use crate::plan::{ALL_GROUPS_PAUSED, Plan};
+
+/// A job as the `jsonb_to_recordset` of its statement reads it.
+#[derive(Serialize)]
+struct JobRecord<'a> {
+    group_name: &'a str,
+    name: &'a str,
+    description: &'a str,
+    kind: &'a str,
+    spec: &'a Value,
+    concurrent: bool,
+    persist_data: bool,
+    requests_recovery: bool,
+    durable: bool,
+    paused: bool,
+    data: &'a RawValue,
+}
+
+/// A trigger as the `jsonb_to_recordset` of its statement reads it.
+#[derive(Serialize)]
+struct TriggerRecord<'a> {
+    group_name: &'a str,
+    name: &'a str,
+    job_group: &'a str,
+    job_name: &'a str,
+    description: &'a str,
+    schedule: &'a ScheduleSpec,
+    calendar_name: Option<&'a str>,
+    misfire_policy: &'a str,
+    priority: i32,
+    state: &'a str,
+    start_time: Timestamp,
+    end_time: Option<Timestamp>,
+    next_fire_time: Timestamp,
+    prev_fire_time: Option<Timestamp>,
+    times_triggered: i64,
+    data: &'a RawValue,
+}
 
 /// What was written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -78,16 +120,23 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
         (!replace).then_some(""),
     );
 
-    let jobs: Vec<Value> = plan
+    // Rows are serialized straight into the statement's parameter: each job's data stays the
+    // text it was planned as, never a second tree in memory.
+    let jobs: Vec<JobRecord<'_>> = plan
         .jobs
         .iter()
-        .map(|j| {
-            json!({
-                "group_name": j.group, "name": j.name, "description": j.description,
-                "kind": j.kind, "spec": j.spec, "concurrent": j.concurrent,
-                "persist_data": j.persist_data, "requests_recovery": j.requests_recovery,
-                "durable": j.durable, "paused": j.paused, "data": j.data,
-            })
+        .map(|j| JobRecord {
+            group_name: &j.group,
+            name: &j.name,
+            description: &j.description,
+            kind: &j.kind,
+            spec: &j.spec,
+            concurrent: j.concurrent,
+            persist_data: j.persist_data,
+            requests_recovery: j.requests_recovery,
+            durable: j.durable,
+            paused: j.paused,
+            data: &j.data,
         })
         .collect();
     let conflict = if replace {
@@ -110,7 +159,7 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
          ON CONFLICT (group_name, name) {conflict}
          RETURNING group_name || '/' || name"
     )))
-    .bind(Value::Array(jobs))
+    .bind(Json(jobs))
     .fetch_all(&mut *tx)
     .await
     .map_err(store_error("writing the jobs"))?;
@@ -137,19 +186,26 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
     .map_err(store_error("writing the paused trigger groups"))?;
     written.written += made.len();
 
-    let rows: Vec<Value> = plan
+    let rows: Vec<TriggerRecord<'_>> = plan
         .triggers
         .iter()
-        .map(|t| {
-            json!({
-                "group_name": t.group, "name": t.name, "job_group": t.job_group,
-                "job_name": t.job_name, "description": t.description, "schedule": t.schedule,
-                "calendar_name": t.calendar, "misfire_policy": t.misfire_policy.as_str(),
-                "priority": t.priority, "state": t.state, "start_time": t.start_time,
-                "end_time": t.schedule.end_time(), "next_fire_time": t.next_fire_time,
-                "prev_fire_time": t.prev_fire_time, "times_triggered": t.times_triggered,
-                "data": t.data,
-            })
+        .map(|t| TriggerRecord {
+            group_name: &t.group,
+            name: &t.name,
+            job_group: &t.job_group,
+            job_name: &t.job_name,
+            description: &t.description,
+            schedule: &t.schedule,
+            calendar_name: t.calendar.as_deref(),
+            misfire_policy: t.misfire_policy.as_str(),
+            priority: t.priority,
+            state: t.state,
+            start_time: t.start_time,
+            end_time: t.schedule.end_time(),
+            next_fire_time: t.next_fire_time,
+            prev_fire_time: t.prev_fire_time,
+            times_triggered: t.times_triggered,
+            data: &t.data,
         })
         .collect();
     // --replace never touches a trigger chime has fired (or completed): putting Quartz's next
@@ -188,7 +244,7 @@ pub async fn write(store: &Store, plan: &Plan, replace: bool) -> Result<Written,
          ON CONFLICT (group_name, name) {conflict}
          RETURNING group_name || '/' || name"
     )))
-    .bind(Value::Array(rows))
+    .bind(Json(rows))
     .fetch_all(&mut *tx)
     .await
     .map_err(store_error("writing the triggers"))?;

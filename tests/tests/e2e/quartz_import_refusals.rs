@@ -422,3 +422,135 @@ async fn an_import_killed_or_cut_off_mid_write_leaves_nothing_and_the_next_run_t
     drop_database(&db).await?;
     env.cleanup().await
 }
+
+/// Runs `chime ARGS` on `env`'s store and returns its output with its peak resident memory in
+/// KiB, as the kernel accounted it for that process alone (`wait4`).
+fn chime_measured(env: &TestEnv, args: &[&str]) -> Result<(std::process::Output, i64)> {
+    use std::os::unix::process::ExitStatusExt as _;
+    let dir = std::env::temp_dir().join(format!("chime-measured-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir)?;
+    let (out, err) = (dir.join("out"), dir.join("err"));
+    let child = std::process::Command::new(chime_tests::chime_binary()?)
+        .args(args)
+        .env("CHIME_DATABASE_URL", &env.settings.database_url)
+        .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+        .env_remove("DATABASE_URL")
+        .stdout(std::fs::File::create(&out)?)
+        .stderr(std::fs::File::create(&err)?)
+        .spawn()?;
+    let pid = i32::try_from(child.id())?;
+    let mut status = 0;
+    // SAFETY: a plain FFI call on a zeroed rusage this function owns; the pid is our child's.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    anyhow::ensure!(waited == pid, "wait4: {}", std::io::Error::last_os_error());
+    let output = std::process::Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: std::fs::read(out)?,
+        stderr: std::fs::read(err)?,
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((output, usage.ru_maxrss))
+}
+
+/// A hostile store of 16 MB: 200 jobs whose 72 KB maps each share one 60,000-character string
+/// under 1,000 keys (60 MB of text apiece once expanded), a 2 MB blob, and a name chime refuses.
+/// The import reads it in bounded memory, names each of those as unreadable and exits non-zero;
+/// `--skip-unreadable` takes the rest; `--max-blob-bytes` lets the large blob in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_store_is_read_in_bounded_memory_and_what_it_refuses_is_named() -> Result<()> {
+    let env = TestEnv::new().await?;
+    let sharing: &[u8] =
+        include_bytes!("../../../services/quartz-import/fixtures/jobdata_sharing.ser");
+    let (url, db) = quartz_database(&format!(
+        "{SCHEMA}
+         INSERT INTO qrtz_job_details VALUES ('S', 'ok', 'reports', NULL, 'com.acme.Ok', true,
+           false, false, false, NULL);
+         INSERT INTO qrtz_job_details VALUES ('S', 'bad' || chr(8203) || 'name', 'reports', NULL,
+           'com.acme.Ok', true, false, false, false, NULL);
+         INSERT INTO qrtz_job_details VALUES ('S', 'huge', 'hostile', NULL, 'com.acme.Ok', true,
+           false, false, false, convert_to('big=' || repeat('x', 2097148), 'UTF8'));
+         INSERT INTO qrtz_locks VALUES ('S', 'TRIGGER_ACCESS');"
+    ))
+    .await?;
+    let quartz = sqlx::PgPool::connect(&url).await?;
+    sqlx::query(
+        "INSERT INTO qrtz_job_details SELECT 'S', 'shared' || i, 'hostile', NULL, 'com.acme.Ok',
+           true, false, false, false, $1 FROM generate_series(1, 200) i",
+    )
+    .bind(sharing)
+    .execute(&quartz)
+    .await?;
+    let size: i64 =
+        sqlx::query_scalar("SELECT sum(octet_length(job_data))::int8 FROM qrtz_job_details")
+            .fetch_one(&quartz)
+            .await?;
+    quartz.close().await;
+    assert!(size > 15_000_000, "the store holds {size} bytes of blobs");
+
+    let import = [
+        "import",
+        "quartz",
+        "--from",
+        &url,
+        "--now",
+        "2026-01-01T00:00:00Z",
+    ];
+    let (out, peak_kib) = chime_measured(&env, &[&import[..], &["--json"]].concat())?;
+    failed(&out, "202 item(s) cannot be imported");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let failed_items = report["failed"].as_array().cloned().unwrap_or_default();
+    let reason = |name: &str| {
+        failed_items
+            .iter()
+            .find(|i| i["name"] == name)
+            .and_then(|i| i["reason"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        reason("hostile.huge").contains("JOB_DATA is 2097152 bytes, over the limit of 1048576"),
+        "{report}"
+    );
+    assert!(
+        reason("hostile.shared7").contains("expands to more than"),
+        "{report}"
+    );
+    assert!(
+        reason("reports.bad\u{200b}name").contains("U+200B"),
+        "{report}"
+    );
+    assert_eq!(
+        chime_rows(&env).await?,
+        0,
+        "a refused import wrote something"
+    );
+    assert!(peak_kib < 200 * 1024, "the import peaked at {peak_kib} KiB");
+
+    let (out, peak_kib) = chime_measured(
+        &env,
+        &[&import[..], &["--json", "--skip-unreadable"]].concat(),
+    )?;
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["imported"]["jobs"], 1, "{report}");
+    assert!(peak_kib < 200 * 1024, "the import peaked at {peak_kib} KiB");
+
+    let (out, _) = chime_measured(
+        &env,
+        &[
+            &import[..],
+            &["--json", "--dry-run", "--max-blob-bytes", "3000000"],
+        ]
+        .concat(),
+    )?;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert!(
+        !report["failed"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|i| i["name"] == "hostile.huge")),
+        "{report}"
+    );
+    drop_database(&db).await?;
+    env.cleanup().await
+}

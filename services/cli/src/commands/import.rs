@@ -57,6 +57,10 @@ pub struct QuartzArgs {
     /// Import what can be read and leave what cannot (each named in the report).
     #[arg(long)]
     skip_unreadable: bool,
+    /// The longest blob (job data, calendar, blob trigger) read, in bytes; a longer one is
+    /// left in the store and its item reported as unreadable.
+    #[arg(long, default_value_t = chime_quartz_import::source::DEFAULT_MAX_BLOB_BYTES)]
+    max_blob_bytes: u64,
     /// Import although a Quartz node checked in recently.
     #[arg(long)]
     force: bool,
@@ -95,6 +99,7 @@ pub async fn run(settings: &Settings, command: ImportCommand) -> Result<()> {
             table_prefix: args.table_prefix.clone(),
             force: args.force,
             now,
+            max_blob_bytes: args.max_blob_bytes,
         },
         plan: PlanOptions {
             jvm_zone: args.jvm_time_zone.clone(),

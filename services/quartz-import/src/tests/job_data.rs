@@ -152,6 +152,13 @@ fn shared_and_cyclic_values_are_bounded() {
         "{err}"
     );
     eprintln!("bomb refused in {:?}", started.elapsed());
+    // 72 KB sharing one 60,000-character string under 1,000 keys would be 60 MB of text: under
+    // the absolute limit, but far past what its stream could hold unshared.
+    let err = decode(Some(fixture!("jobdata_sharing.ser"))).unwrap_err();
+    assert!(
+        matches!(&err, DataError::Malformed { detail, .. } if detail.contains("expands to more than") && detail.contains("bytes of text")),
+        "{err}"
+    );
     let err = decode(Some(fixture!("jobdata_cycle.ser"))).unwrap_err();
     assert!(
         matches!(&err, DataError::Malformed { key, detail } if key == "cycle" && detail.contains("cyclic")),

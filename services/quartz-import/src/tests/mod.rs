@@ -49,6 +49,7 @@ pub(crate) const ALL: &[(&str, &[u8])] = &[
         "jobdata_props_crlf.properties",
         fixture!("jobdata_props_crlf.properties"),
     ),
+    ("jobdata_sharing.ser", fixture!("jobdata_sharing.ser")),
     ("jobdata_types.ser", fixture!("jobdata_types.ser")),
     ("raw_chunky.ser", fixture!("raw_chunky.ser")),
     ("trigger_calint.ser", fixture!("trigger_calint.ser")),

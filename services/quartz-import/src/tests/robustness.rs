@@ -11,10 +11,10 @@ fn decode_everything(bytes: &[u8]) {
     // The decoders parse first and fail as the parse fails: parse once, decode thrice.
     match Graph::parse(bytes) {
         Ok(graph) => {
-            let _ = job_data::from_java(graph.root());
+            let _ = job_data::from_java(graph.root(), bytes.len());
             if let Some(object) = graph.root().as_object() {
                 let _ = calendars::from_java(object, Some("Europe/Berlin"));
-                let _ = blob_triggers::from_java(object, Some("Europe/Berlin"));
+                let _ = blob_triggers::from_java(object, Some("Europe/Berlin"), bytes.len());
             }
         }
         Err(_) => {
