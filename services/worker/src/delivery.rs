@@ -579,8 +579,10 @@ pub(crate) async fn dead_letter_and_ack(
             true
         }
         Err(error) => {
-            // Not safely dead-lettered: leave it unacked; the queue's delivery limit ends the loop.
-            warn!(%error, "dead-lettering failed");
+            // Not safely dead-lettered: given back, not held unacked for the channel's life; the
+            // queue's delivery limit dead-letters it in the end.
+            warn!(%error, "dead-lettering failed; the message goes back to its queue");
+            requeue(&delivery).await;
             false
         }
     }

@@ -527,9 +527,12 @@ pub async fn run(
             _ = worker.drain_requested.cancelled() => info!("drain requested"),
         }
         info!("draining");
+        // Consumers stop before anything else: a submission taken after the signal would be
+        // recorded by a process on its way out (into the store it was started on, which an
+        // operator replacing it may no longer read) while its successor is already consuming.
+        worker.draining.cancel();
         node.local_worker.set(None);
         mark(&worker, "draining").await;
-        worker.draining.cancel();
         consumers.wait().await;
         worker.attempts.close();
         let grace = Duration::from_millis(settings.shutdown_grace_ms);

@@ -795,3 +795,135 @@ async fn single_requests_taken_through_a_database_outage_all_run_once() -> Resul
     pg.destroy().await;
     Ok(())
 }
+
+/// Which of `ids` are tasks of `env`'s store.
+async fn ids_recorded(env: &TestEnv, ids: &[Uuid]) -> Result<Vec<Uuid>> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM tasks WHERE id = ANY($1)")
+            .bind(ids)
+            .fetch_all(env.store.pool())
+            .await?,
+    )
+}
+
+/// Issue 42, 5a: stop, start and publish at once, round after round, on one prefix with a fresh
+/// database each round, as an operator replacing an installation does: the previous `chime up`
+/// is told to stop (not waited for) as the next one starts, and 500 submissions with ids go out
+/// without publisher confirms, half the moment the old one is told to stop and half the moment
+/// the new one is ready. Every id becomes one task each round, none lost, held or recorded
+/// twice: those published once the new one is ready in the new store, the others there too but
+/// for what the old process took before it heard the signal (recorded in its own store). Before
+/// the fix the old process went on consuming while it recorded its draining status, and 8 to 46
+/// of 500 submissions went to the store no one read any more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_start_and_publish_at_once_makes_every_id_one_task_every_round() -> Result<()> {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    const ROUNDS: usize = 5;
+    const EACH: usize = 500;
+    let mut envs: Vec<TestEnv> = Vec::new();
+    let mut running: Vec<tokio::process::Child> = Vec::new();
+    let mut prefix = None;
+    for round in 0..ROUNDS {
+        let mut env = TestEnv::new().await?;
+        let prefix = prefix.get_or_insert_with(|| env.settings.prefix.clone());
+        env.settings.prefix = prefix.clone();
+        // As a client in a hurry publishes: no confirms, the connection kept until the end.
+        let topology = Topology::new(prefix.clone());
+        let conn = env.amqp().await?;
+        let channel = conn.create_channel().await?;
+        if round == 0 {
+            // Declared as a client (or the first installation) declares it.
+            topology.declare(&channel).await?;
+        }
+        let submit = topology.submit_exchange();
+        let ids: Vec<Uuid> = (0..EACH).map(|_| Uuid::now_v7()).collect();
+        let (early, late) = ids.split_at(EACH / 2);
+        let publish = |ids: &[Uuid]| {
+            let ids = ids.to_vec();
+            let (channel, submit) = (channel.clone(), submit.clone());
+            async move {
+                for id in ids {
+                    channel
+                        .basic_publish(
+                            submit.as_str().into(),
+                            submit.as_str().into(),
+                            lapin::options::BasicPublishOptions::default(),
+                            &noop(id),
+                            lapin::BasicProperties::default().with_delivery_mode(2),
+                        )
+                        .await?;
+                }
+                anyhow::Ok(())
+            }
+        };
+        // Half the moment the previous process is told to stop: they wait for the next one.
+        if let Some(previous) = running.last()
+            && let Some(pid) = previous.id()
+        {
+            kill(Pid::from_raw(i32::try_from(pid)?), Signal::SIGTERM)?;
+        }
+        publish(early).await?;
+        let up = env
+            .chime_command(&["up", "--api-addr", env.settings.api_addr.as_str()])?
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        running.push(up);
+        let ready = format!("{}/readyz", env.api_url());
+        eventually("chime up to be ready", || async {
+            Ok(http().get(&ready).send().await?.status().is_success())
+        })
+        .await?;
+        // The other half the moment the new one is ready.
+        publish(late).await?;
+        // A submission delivered to the old process before it heard the signal is its to
+        // record, in its own store; nothing may be lost, held or recorded twice.
+        let previous = envs.last();
+        let recorded = eventually("every id to become a task", || async {
+            let mut found = ids_recorded(&env, &ids).await?.len();
+            if let Some(previous) = previous {
+                found += ids_recorded(previous, &ids).await?.len();
+            }
+            Ok(found == EACH)
+        })
+        .await;
+        let in_new = ids_recorded(&env, &ids).await?;
+        let in_old = match previous {
+            Some(previous) => ids_recorded(previous, &ids).await?,
+            None => Vec::new(),
+        };
+        if let Err(error) = recorded {
+            let missing = ids
+                .iter()
+                .filter(|id| !in_new.contains(id) && !in_old.contains(id))
+                .count();
+            anyhow::bail!("round {round}: {error:#}; {missing} of {EACH} ids have no task");
+        }
+        assert!(
+            in_old.iter().all(|id| !in_new.contains(id)),
+            "round {round}: an id recorded by both processes"
+        );
+        assert!(
+            late.iter().all(|id| in_new.contains(id)),
+            "round {round}: a submission published once the new process was ready went elsewhere"
+        );
+        eprintln!(
+            "round {round}: {} recorded by the new process, {} by the one stopping",
+            in_new.len(),
+            in_old.len()
+        );
+        let _ = conn.close(200, "done".into()).await;
+        envs.push(env);
+    }
+    for mut up in running {
+        if let Some(pid) = up.id() {
+            let _ = kill(Pid::from_raw(i32::try_from(pid)?), Signal::SIGTERM);
+        }
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), up.wait()).await;
+    }
+    for env in envs {
+        env.cleanup().await?;
+    }
+    Ok(())
+}
