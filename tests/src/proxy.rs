@@ -1,7 +1,10 @@
 //! A TCP proxy a test controls, to cut, partition or slow a service's connection to RabbitMQ or
 //! PostgreSQL without touching the shared server.
 //!
-//! - [`Proxy::cut`] closes every connection and refuses new ones (a server that went away);
+//! - [`Proxy::cut`] closes every connection and drops new ones once accepted (a server that went
+//!   away);
+//! - [`Proxy::refuse`] closes every connection and its port (new ones are refused, as by a
+//!   firewall REJECT or a proxy restarting while the server serves everyone else);
 //! - [`Proxy::blackhole`] stops forwarding without closing anything, and lets new connections
 //!   hang (a network partition: packets dropped, nobody told);
 //! - [`Proxy::delay`] holds every chunk for a while before forwarding it (a slow network);
@@ -28,6 +31,8 @@ enum Mode {
     Blackhole,
     /// Forwards each chunk after this long.
     Delay(Duration),
+    /// Its port closed: connections are refused (open ones were closed).
+    Refuse,
 }
 
 /// Forwards a local port to `upstream` as told.
@@ -58,7 +63,23 @@ impl Proxy {
                     }
                     continue;
                 };
-                let Ok((client, _)) = open.accept().await else {
+                let mut watching = modes.subscribe();
+                let refused = async {
+                    let _ = watching.wait_for(|m| *m == Mode::Refuse).await.map(|_| ());
+                };
+                let accepted = tokio::select! {
+                    accepted = open.accept() => Some(accepted),
+                    () = refused => None,
+                };
+                let Some(accepted) = accepted else {
+                    // Refused until told otherwise, then listening on the same port again.
+                    drop(listener.take());
+                    let mut watching = modes.subscribe();
+                    let _ = watching.wait_for(|m| *m != Mode::Refuse).await.map(|_| ());
+                    listener = TcpListener::bind(("127.0.0.1", port)).await.ok();
+                    continue;
+                };
+                let Ok((client, _)) = accepted else {
                     return;
                 };
                 if *modes.borrow() == Mode::Cut {
@@ -104,6 +125,13 @@ impl Proxy {
         self.cuts.send_modify(|n| *n += 1);
     }
 
+    /// Drops every open connection and closes its port: new connections are refused until it
+    /// is restored.
+    pub fn refuse(&self) {
+        self.mode.send_replace(Mode::Refuse);
+        self.cuts.send_modify(|n| *n += 1);
+    }
+
     /// Forwards nothing and closes nothing, until restored.
     pub fn blackhole(&self) {
         self.mode.send_replace(Mode::Blackhole);
@@ -143,7 +171,7 @@ async fn pass(mode: &mut watch::Receiver<Mode>) -> bool {
     loop {
         match *mode.borrow_and_update() {
             Mode::Blackhole => {}
-            Mode::Cut => return false,
+            Mode::Cut | Mode::Refuse => return false,
             Mode::Up | Mode::Delay(_) => return true,
         }
         if mode.changed().await.is_err() {

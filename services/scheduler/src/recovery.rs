@@ -1,10 +1,13 @@
 //! Where the attempts of dead workers are recovered, and lost task messages published again.
 //!
 //! Every [`workers::HEARTBEAT_INTERVAL`] one instance at a time (an advisory lock) declares dead
-//! the workers whose lease has expired by the database's clock, and recovers their attempts
-//! (`task_lifecycle::recover_lost_attempts`): a worker killed with -9, or frozen, is dead
-//! [`workers::LEASE`] after its last heartbeat, when its guard has killed its attempts'
-//! processes already. Right after the database itself restarted or recovered from a crash nobody
+//! the workers whose lease has expired by the database's clock and who hold no refusal grace,
+//! and recovers their attempts (`task_lifecycle::recover_lost_attempts`): a worker killed with
+//! -9, or frozen, is dead about a second after its lease expired ([`grace::ABSENT_FOR`] after its
+//! grace mark was first seen absent, looking from [`grace::LOOK_BEFORE_EXPIRY`] before the
+//! expiry), when its guard has killed its attempts' processes already. One that PostgreSQL
+//! refuses while it holds its lease keeps a mark on the broker and is dead only once the mark is
+//! gone, or [`workers::RESTART_GRACE`] after its lease expired. Right after the database itself restarted or recovered from a crash nobody
 //! is declared dead for [`workers::RESTART_GRACE`]; a scheduler that has just started needs no
 //! grace of its own.
 //!
@@ -21,12 +24,14 @@
 //! after `republish_after`: whatever the bus lost — a message dead-lettered during an outage, a
 //! deleted queue — the row brings back.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
-use chime_core::bus::Broker;
+use chime_core::bus::{Broker, grace};
 use chime_core::store::{Store, StoreError, task_lifecycle, workers};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
+use uuid::Uuid;
 
 /// How many attempts one pass recovers at most.
 const RECOVERY_BATCH: i64 = 1000;
@@ -52,6 +57,7 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_republish = tokio::time::Instant::now();
     let mut last_second = tokio::time::Instant::now();
+    let mut absent_since = HashMap::new();
     async {
         loop {
             tokio::select! {
@@ -61,7 +67,7 @@ pub async fn run(
             // A pass waits on the database (up to the pool's timeout per step while it is
             // away); a stopping scheduler does not wait for it.
             let pass = async {
-                match recover(&store, &broker).await {
+                match recover(&store, &broker, &mut absent_since).await {
                     Ok(0) => {}
                     Ok(recovered) => {
                         info!(recovered, "recovered attempts of vanished workers");
@@ -137,8 +143,45 @@ pub async fn run(
     .await
 }
 
+/// Looks for the refusal-grace mark of each worker whose lease ends (see
+/// `chime_core::bus::grace`), keeping in `absent_since` when this process first saw each one's
+/// absent; returns the workers whose mark has been absent long enough to declare them dead.
+async fn unmarked_workers(
+    store: &Store,
+    broker: &Broker,
+    absent_since: &mut HashMap<Uuid, Instant>,
+) -> Result<Vec<Uuid>, StoreError> {
+    let ending = workers::lease_ending(store, grace::LOOK_BEFORE_EXPIRY).await?;
+    absent_since.retain(|id, _| ending.contains(id));
+    let connection = broker.current();
+    for id in &ending {
+        let present = match &connection {
+            Some(connection) => {
+                grace::present(connection, broker.topology(), &id.to_string()).await
+            }
+            None => None,
+        };
+        // A mark there, or a broker that cannot say: the worker may be holding a grace.
+        if present == Some(false) {
+            absent_since.entry(*id).or_insert_with(Instant::now);
+        } else {
+            absent_since.remove(id);
+        }
+    }
+    Ok(absent_since
+        .iter()
+        .filter(|(_, since)| since.elapsed() >= grace::ABSENT_FOR)
+        .map(|(id, _)| *id)
+        .collect())
+}
+
 /// One recovery pass on a connection of the pool.
-async fn recover(store: &Store, broker: &Broker) -> Result<usize, StoreError> {
+async fn recover(
+    store: &Store,
+    broker: &Broker,
+    absent_since: &mut HashMap<Uuid, Instant>,
+) -> Result<usize, StoreError> {
+    let unmarked = unmarked_workers(store, broker, absent_since).await?;
     let mut conn = store
         .pool()
         .acquire()
@@ -153,7 +196,7 @@ async fn recover(store: &Store, broker: &Broker) -> Result<usize, StoreError> {
         task_lifecycle::LostScope::All {
             limit: RECOVERY_BATCH,
         },
-        true,
+        Some(&unmarked),
     )
     .await?;
     if recovered > 0 {

@@ -488,7 +488,7 @@ async fn recover_if_orphaned(worker: &Worker, message: &TaskMessage) {
                 source,
             }
         })?;
-        task_lifecycle::recover_lost_attempts(&mut conn, worker.topology(), scope, false).await
+        task_lifecycle::recover_lost_attempts(&mut conn, worker.topology(), scope, None).await
     };
     match recovered.await {
         Ok(0) => {}

@@ -12,8 +12,10 @@
 //!
 //! The worker stops its attempts itself first (they end as lost, not failed) and starts none
 //! while the lease is not held; its guard ([`crate::executor::guard`]) kills whatever is left if
-//! the worker cannot act. When the database server itself refuses the worker, the lease holds
-//! for [`workers::RESTART_GRACE`] from the refusal instead (see `workers.rs`). Without its guard
+//! the worker cannot act. When the database server refuses the worker while it holds its lease,
+//! the lease holds on under a mark the broker keeps for recovery to see, each answered check of
+//! it for [`grace::MARK_LEASE`], never past [`workers::RESTART_GRACE`] from the first refusal
+//! (see `crate::refusal_grace` and `chime_core::bus::grace`). Without its guard
 //! (killed), the worker holds no lease at all: it ends its attempts and stops, to be started
 //! again with a new guard.
 
@@ -21,6 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+use chime_core::bus::grace;
 use chime_core::store::workers;
 
 use crate::executor::guard::boot_clock_ns;
@@ -39,6 +42,8 @@ pub struct Lease {
     lapses: AtomicU64,
     /// Set for good once the guard is found gone: no lease is held without it.
     guard_gone: AtomicBool,
+    /// When the heartbeat that last renewed the lease was sent (boot-clock nanoseconds).
+    last_renewal: AtomicI64,
     sandbox: Arc<Sandbox>,
 }
 
@@ -53,6 +58,7 @@ impl Lease {
             guard_deadline: AtomicI64::new(i64::MIN),
             lapses: AtomicU64::new(0),
             guard_gone: AtomicBool::new(false),
+            last_renewal: AtomicI64::new(i64::MIN),
             sandbox,
         }
     }
@@ -92,17 +98,26 @@ impl Lease {
         if !self.held() {
             self.lapsed();
         }
+        self.last_renewal.fetch_max(sent_at, Ordering::AcqRel);
         self.extend_to(sent_at + nanos(workers::LEASE) - nanos(workers::GUARD_MARGIN));
     }
 
-    /// The database server refused a connection asked for at `asked_at`: nobody can declare the
-    /// worker dead until it is back and its restart grace has passed. Holds the lease until
-    /// then, if it is still held now that the refusal came (a refusal that arrives after the
-    /// lease ran out proves nothing about the time before it).
-    pub fn server_down(&self, asked_at: i64) {
-        if self.held() {
-            self.extend_to(asked_at + nanos(workers::RESTART_GRACE) - nanos(workers::GUARD_MARGIN));
+    /// Whether a heartbeat sent after `at` renewed the lease.
+    pub fn renewed_since(&self, at: i64) -> bool {
+        self.last_renewal.load(Ordering::Acquire) > at
+    }
+
+    /// A check of the worker's grace mark sent at `sent_at` was answered, in a refusal that
+    /// began at `first_refusal`: the lease holds [`grace::MARK_LEASE`] from the check, never past
+    /// [`workers::RESTART_GRACE`] from the first refusal. False (and nothing changes) if the lease
+    /// is not held now: a grace only prolongs a lease, it never takes one up again.
+    pub fn grace_renewed(&self, first_refusal: i64, sent_at: i64) -> bool {
+        if !self.held() {
+            return false;
         }
+        let cap = first_refusal + nanos(workers::RESTART_GRACE) - nanos(workers::GUARD_MARGIN);
+        self.extend_to((sent_at + nanos(grace::MARK_LEASE)).min(cap));
+        true
     }
 
     /// Waits until the lease is held (at once if it is): an attempt is started only under it.

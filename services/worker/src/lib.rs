@@ -26,6 +26,7 @@ pub mod delivery;
 pub mod executor;
 pub mod lease;
 pub mod open_store;
+mod refusal_grace;
 pub mod submissions;
 pub mod submitters;
 pub mod transitions;
@@ -642,7 +643,7 @@ const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// seen twice: an attempt whose start was being committed when the first heartbeat looked is held
 /// by the second). A session that fails is opened again at once. When the lease runs out
 /// unrenewed, every running attempt is abandoned (see [`lease`]); a refusal by the database
-/// server itself holds the lease through the restart grace instead.
+/// server holds the lease on under a grace mark on the broker instead (`refusal_grace`).
 async fn liveness_loop(
     worker: Arc<Worker>,
     first: workers::LivenessSession,
@@ -654,6 +655,7 @@ async fn liveness_loop(
     let mut suspects: HashSet<AttemptKey> = HashSet::new();
     let mut fenced = false;
     let mut releasing: Option<tokio::task::JoinHandle<()>> = None;
+    let mut grace: Option<tokio::task::JoinHandle<()>> = None;
     async {
         loop {
             tokio::select! {
@@ -693,8 +695,8 @@ async fn liveness_loop(
                         }
                         Ok(Err(error)) => {
                             if workers::LivenessSession::server_is_down(&error) {
-                                worker.lease.server_down(asked_at);
-                                warn!(%error, "the database is down; the lease holds through its restart grace");
+                                warn!(%error, "the database refuses this worker");
+                                refusal_grace::enter(&worker, asked_at, &mut grace);
                             } else {
                                 warn!(%error, "cannot open the liveness session; retrying");
                             }

@@ -109,6 +109,15 @@ impl Broker {
         &self.topology
     }
 
+    /// The connection up now, if one is (without waiting for one).
+    pub fn current(&self) -> Option<Arc<Connection>> {
+        self.current
+            .borrow()
+            .as_ref()
+            .filter(|c| c.status().connected())
+            .cloned()
+    }
+
     /// Whether a connection is up and the topology declared.
     pub fn is_ready(&self) -> bool {
         self.current

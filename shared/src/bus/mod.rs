@@ -5,6 +5,7 @@
 //! idempotent per (task, attempt), so a message published twice runs once.
 
 pub mod connection;
+pub mod grace;
 pub mod publish;
 pub mod relay;
 pub mod topology;

@@ -272,6 +272,12 @@ impl Topology {
         Ok(())
     }
 
+    /// A worker's refusal-grace mark (see [`super::grace`]): a queue that holds nothing, exclusive
+    /// to the worker's connection.
+    pub fn grace_queue(&self, worker_id: &str) -> String {
+        format!("{}.grace.{worker_id}", self.prefix)
+    }
+
     /// A worker's own command queue (kill), bound to the control exchange by the worker's id.
     pub fn worker_queue(&self, worker_id: &str) -> String {
         format!("{}.worker.{worker_id}", self.prefix)

@@ -24,11 +24,16 @@
 //! itself refuses the worker (the connection is refused, or it says it is starting up or
 //! recovering), nobody can recover anyone, and recovery waits [`RESTART_GRACE`] from when it first
 //! sees the server back (a new `pg_postmaster_start_time()`, or the `UNLOGGED` table
-//! `server_starts` that a crash recovery empties). The worker's lease then counts as held for
-//! [`RESTART_GRACE`] from that refusal, if it was still held when the refusal came; it renews it
-//! as soon as the server answers again. Every refusal comes before the server is back, so the
-//! worker's grace ends before recovery's: counting recovery's from the postmaster's start instead
-//! would let a slow start (a long crash recovery) end it first.
+//! `server_starts` that a crash recovery empties). The worker's lease then holds on, if it was
+//! still held when the refusal came, for at most [`RESTART_GRACE`] from that refusal, and only
+//! while the broker keeps the worker's grace mark (`crate::bus::grace`); it renews it as soon as
+//! the server answers again. Every refusal comes before the server is back, so the worker's grace
+//! ends before recovery's: counting recovery's from the postmaster's start instead would let a
+//! slow start (a long crash recovery) end it first. A refusal may also come from something
+//! between one worker and a server that serves everyone else (a firewall REJECT, a proxy
+//! restarting): recovery, which then sees no restart, declares no worker dead while its mark is
+//! on the broker, nor until its mark has been gone [`crate::bus::grace::ABSENT_FOR`], longer
+//! than the worker holds its attempts on one answer about it.
 
 use std::time::Duration;
 
@@ -248,8 +253,8 @@ impl LivenessSession {
     /// the sessions already open (recovery's among them) go on a while. Then nobody can
     /// declare the worker dead until the server is back and [`RESTART_GRACE`] has passed, and its
     /// lease holds meanwhile. A timeout proves nothing (a partition looks the same): the lease
-    /// runs out. A refusal from a proxy whose database is up for others would break this: put
-    /// nothing between workers and PostgreSQL that refuses connections while the database runs.
+    /// runs out. A refusal from a proxy whose database is up for others is told apart by
+    /// recovery, which sees the worker's grace mark on the broker (see the module's doc).
     pub fn server_is_down(error: &StoreError) -> bool {
         let StoreError::Database { source, .. } = error else {
             return false;
@@ -272,6 +277,20 @@ impl LivenessSession {
     pub async fn close(self) {
         let _ = sqlx::Connection::close(self.conn).await;
     }
+}
+
+/// The live workers whose lease has expired or expires within `within`: those whose
+/// refusal-grace mark recovery looks for (see [`crate::bus::grace`]).
+pub async fn lease_ending(store: &Store, within: Duration) -> Result<Vec<Uuid>, StoreError> {
+    sqlx::query_scalar(
+        "SELECT id FROM workers
+         WHERE status IN ('online', 'draining', 'disconnected')
+           AND lease_expires_at < now() + make_interval(secs => $1)",
+    )
+    .bind(within.as_secs_f64())
+    .fetch_all(store.pool())
+    .await
+    .context("finding workers whose lease ends")
 }
 
 /// Marks workers whose heartbeat is older than `stale_after` as `disconnected` (a heartbeat

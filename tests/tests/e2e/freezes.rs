@@ -430,3 +430,135 @@ async fn a_worker_whose_guard_is_killed_ends_its_attempts_and_stops() -> Result<
     env.chime_ok(&["task", "kill", &id.to_string()]).await?;
     env.cleanup().await
 }
+
+/// Issue 42, item 16: PostgreSQL refusing one worker while it serves everyone else (a firewall
+/// REJECT, a proxy restarting, a Service without endpoints), which the worker cannot tell from a
+/// restart. Four `requests_recovery` tasks run on it, a standby beside it. A 6 s refusal is held
+/// through under the worker's grace mark: every attempt runs on, and the two short tasks succeed
+/// at their first attempt. A 30 s refusal outlasts the restart grace: the two long tasks' first
+/// attempts end, and run again on the standby only after their last line. Before, recovery
+/// re-ran them within 3 s while the refused worker's grace kept them running (18–22 s side by
+/// side).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_refused_alone_by_postgresql_never_runs_beside_a_rerun() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services {
+        api: true,
+        worker: false,
+        scheduler: true,
+        dependency: false,
+    })
+    .await?;
+    let mut url = reqwest::Url::parse(&env.settings.database_url)?;
+    let upstream = format!(
+        "{}:{}",
+        url.host_str().context("a database host")?,
+        url.port().unwrap_or(5432)
+    );
+    let proxy = chime_tests::proxy::Proxy::start(&upstream).await?;
+    url.set_port(Some(proxy.port()))
+        .map_err(|()| anyhow::anyhow!("cannot set the port"))?;
+    let _refused = env.spawn_chime_with(
+        &["worker", "--concurrency", "4"],
+        &[("CHIME_DATABASE_URL", url.as_str())],
+    )?;
+    online_workers(&env, 1).await?;
+    let dir = chime_tests::scratch_dir("refused-worker")?;
+    let log = dir.join("log");
+    let script = |first_ticks: u32| {
+        format!(
+            r#"echo "$CHIME_TASK_ID $CHIME_ATTEMPT start $(date +%s%N)" >> {log}
+n=10; [ "$CHIME_ATTEMPT" = 1 ] && n={first_ticks}
+i=0; while [ $i -lt $n ]; do echo "$CHIME_TASK_ID $CHIME_ATTEMPT tick $(date +%s%N)" >> {log}; sleep 0.1; i=$((i + 1)); done"#,
+            log = log.display()
+        )
+    };
+    let mut short = Vec::new();
+    let mut long = Vec::new();
+    for (ids, ticks) in [(&mut short, 150), (&mut long, 1200)] {
+        for _ in 0..2 {
+            let script = script(ticks);
+            ids.push(
+                env.submit(&[
+                    "--kind",
+                    "shell",
+                    "--requests-recovery",
+                    "--script",
+                    &script,
+                ])
+                .await?,
+            );
+        }
+    }
+    let lines = || -> Vec<(Uuid, i32, String, i128)> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.split(' ');
+                Some((
+                    parts.next()?.parse().ok()?,
+                    parts.next()?.parse().ok()?,
+                    parts.next()?.to_string(),
+                    parts.next()?.parse().ok()?,
+                ))
+            })
+            .collect()
+    };
+    eventually("attempt 1 of every task to run", || async {
+        let started = lines()
+            .iter()
+            .filter(|(_, attempt, what, _)| *attempt == 1 && what == "start")
+            .count();
+        Ok(started == 4)
+    })
+    .await?;
+    let _standby = env.spawn_chime(&["worker", "--concurrency", "4"])?;
+    online_workers(&env, 2).await?;
+
+    // Short: held through.
+    proxy.refuse();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    proxy.restore();
+    for id in &short {
+        let task = env.wait_terminal(*id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+        assert_eq!(task.attempt, 1, "a 6 s refusal re-ran {task:?}");
+    }
+    for id in &long {
+        assert_eq!(env.task(*id).await?.attempt, 1, "a 6 s refusal re-ran {id}");
+    }
+
+    // Long: past the grace, ended, then run again elsewhere.
+    proxy.refuse();
+    for id in &long {
+        chime_tests::eventually_within("the re-run to start", Duration::from_secs(90), || async {
+            Ok(env.task(*id).await?.attempt >= 2)
+        })
+        .await?;
+    }
+    proxy.restore();
+    for id in &long {
+        let task = env.wait_terminal(*id).await?;
+        assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+        assert_eq!(task.attempt, 2, "{task:?}");
+        assert_eq!(task.attempts[0].outcome, Some(AttemptOutcome::Lost));
+    }
+    let lines = lines();
+    for id in &long {
+        let of = |attempt: i32| lines.iter().filter(move |l| l.0 == *id && l.1 == attempt);
+        let last_of_first = of(1).map(|l| l.3).max().context("attempt 1 wrote")?;
+        let second_start = of(2)
+            .filter(|l| l.2 == "start")
+            .map(|l| l.3)
+            .min()
+            .context("attempt 2 started")?;
+        assert!(
+            last_of_first < second_start,
+            "task {id}: attempt 1 wrote {} ms after attempt 2 started",
+            (last_of_first - second_start) / 1_000_000
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup().await
+}

@@ -49,9 +49,11 @@ pub enum Release {
 /// that requests recovery runs again as the next attempt; otherwise the failed budget decides
 /// (reason `lost`). One caller at a time (advisory lock); returns how many were recovered.
 ///
-/// A worker is gone when it said so (`offline`), or — only if `may_declare_dead` — when its lease
-/// has expired by the database's clock (see `workers.rs`); such a worker is marked `offline`
-/// here. Its heartbeat, if it comes at that moment, waits for this transaction on the worker's
+/// A worker is gone when it said so (`offline`), or — only if `may_declare_dead` is given — when
+/// its lease has expired by the database's clock (see `workers.rs`) and it holds no refusal grace
+/// (see [`crate::bus::grace`]): it is among the `may_declare_dead` ids, whose mark the caller has
+/// seen absent long enough, or the longest grace has passed too. Such a worker is marked
+/// `offline` here. Its heartbeat, if it comes at that moment, waits for this transaction on the worker's
 /// row and then learns which attempts were taken; one that comes first renews the lease and
 /// the worker is not declared dead. For [`workers::RESTART_GRACE`] after recovery first saw the
 /// database up again, restarted (a new `pg_postmaster_start_time()`) or recovered from a crash
@@ -63,9 +65,9 @@ pub async fn recover_lost_attempts(
     conn: &mut sqlx::PgConnection,
     topology: &Topology,
     scope: LostScope,
-    may_declare_dead: bool,
+    may_declare_dead: Option<&[Uuid]>,
 ) -> Result<usize, StoreError> {
-    use crate::store::workers::STALE_AFTER;
+    use crate::store::workers::{RESTART_GRACE, STALE_AFTER};
     use sqlx::Connection;
     let (only_task, only_attempt, limit) = match scope {
         LostScope::All { limit } => (None, None, limit),
@@ -80,18 +82,25 @@ pub async fn recover_lost_attempts(
     if !locked {
         return Ok(0);
     }
-    if may_declare_dead && !store_restarted_recently(&mut tx).await? {
+    if let Some(unmarked) = may_declare_dead
+        && !store_restarted_recently(&mut tx).await?
+    {
         // A worker row without a lease (written by an older version) is dead once its heartbeat
-        // is STALE_AFTER old.
+        // is STALE_AFTER old. One with a lease, once it expired and its refusal-grace mark has
+        // been seen absent long enough (`unmarked`), or the longest grace has passed.
         sqlx::query(
             r#"
             UPDATE workers w SET status = 'offline', stopped_at = now()
             WHERE w.status IN ('online', 'draining', 'disconnected')
               AND coalesce(w.lease_expires_at,
                            w.last_heartbeat + make_interval(secs => $1)) < now()
+              AND (w.lease_expires_at IS NULL OR w.id = ANY($2)
+                   OR w.lease_expires_at + make_interval(secs => $3) < now())
             "#,
         )
         .bind(STALE_AFTER.as_secs_f64())
+        .bind(unmarked)
+        .bind((RESTART_GRACE + crate::bus::grace::MARK_LEASE).as_secs_f64())
         .execute(&mut *tx)
         .await
         .context("declaring dead workers")?;
