@@ -157,6 +157,12 @@ pub struct WorkerSettings {
     pub output_tail_bytes: usize,
     /// How long a stopping worker waits for running tasks before it leaves them to recovery.
     pub shutdown_grace_ms: u64,
+    /// How long each heartbeat holds the worker's lease (default 2500): a worker killed with -9
+    /// is recovered about this long after its last heartbeat. A heartbeat's round trip to
+    /// PostgreSQL must stay under `(lease_ms - 800) / 2` (850 ms by default), or the worker
+    /// stops its attempts; it lengthens its own lease as round trips grow, up to eight times
+    /// this. Between 1500 and 60000.
+    pub lease_ms: u64,
     /// The user a task without an `execute_user` runs as when the worker runs as root (default
     /// `nobody`): a task never gets root unless it asks for it and root is allowed.
     pub default_user: String,
@@ -271,6 +277,7 @@ impl Settings {
             .set_default("worker.submit_batch_window_ms", 5)?
             .set_default("worker.output_tail_bytes", 64 * 1024)?
             .set_default("worker.shutdown_grace_ms", 10_000)?
+            .set_default("worker.lease_ms", 2_500)?
             .set_default("worker.default_user", "nobody")?
             .set_default("worker.allow_open_store", false)?
             .set_default("metrics_public", false)?
@@ -411,6 +418,12 @@ impl Settings {
             return Err(ConfigError::Value {
                 key: "worker.submit_batch",
                 message: "must be between 1 and 10000".into(),
+            });
+        }
+        if !(1_500..=60_000).contains(&self.worker.lease_ms) {
+            return Err(ConfigError::Value {
+                key: "worker.lease_ms",
+                message: "must be between 1500 and 60000".into(),
             });
         }
         if self.worker.submit_batch_window_ms > 1_000 {

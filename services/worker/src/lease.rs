@@ -1,7 +1,8 @@
 //! The worker's lease, as the worker counts it on its own clock.
 //!
-//! The database ends a lease [`workers::LEASE`] after the heartbeat that renewed it; the worker
-//! counts from before it sent that heartbeat, so its count always ends first. Three deadlines
+//! The database ends a lease its length (`worker.lease_ms`, [`workers::LEASE`] by default, longer
+//! while heartbeats are slow) after the heartbeat that renewed it; the worker counts from before
+//! it sent that heartbeat, so its count always ends first. Three deadlines
 //! follow from one renewal, earliest first:
 //!
 //! ```text
@@ -32,6 +33,9 @@ use crate::executor::sandbox::Sandbox;
 /// How long before its guard the worker stops its attempts itself.
 const SELF_MARGIN: Duration = Duration::from_millis(300);
 
+/// How many times the configured lease a worker asks for at most when its heartbeats are slow.
+const MAX_STRETCH: u32 = 8;
+
 /// The lease one worker holds.
 #[derive(Debug)]
 pub struct Lease {
@@ -44,6 +48,8 @@ pub struct Lease {
     guard_gone: AtomicBool,
     /// When the heartbeat that last renewed the lease was sent (boot-clock nanoseconds).
     last_renewal: AtomicI64,
+    /// `worker.lease_ms`.
+    configured: Duration,
     sandbox: Arc<Sandbox>,
 }
 
@@ -52,9 +58,11 @@ fn nanos(duration: Duration) -> i64 {
 }
 
 impl Lease {
-    /// A lease not yet held; `sandbox` holds the guard to tell.
-    pub fn new(sandbox: Arc<Sandbox>) -> Self {
+    /// A lease not yet held, of `configured` length per heartbeat; `sandbox` holds the guard
+    /// to tell.
+    pub fn new(sandbox: Arc<Sandbox>, configured: Duration) -> Self {
         Self {
+            configured,
             guard_deadline: AtomicI64::new(i64::MIN),
             lapses: AtomicU64::new(0),
             guard_gone: AtomicBool::new(false),
@@ -91,15 +99,38 @@ impl Lease {
         Duration::from_nanos(u64::try_from(left).unwrap_or(0))
     }
 
-    /// A heartbeat sent at `sent_at` renewed the lease (or the registration made it). A renewal
-    /// of a lease that had run out counts as a lapse: an attempt taken hold of before it, even
-    /// one whose start committed while the lease was out, may have been recovered meanwhile.
-    pub fn renewed(&self, sent_at: i64) {
+    /// The configured lease (`worker.lease_ms`).
+    pub fn configured(&self) -> Duration {
+        self.configured
+    }
+
+    /// The longest heartbeat round trip a lease of `length` bears: heartbeats go one after
+    /// another, each counted from when it was sent, so the next answer must come before the
+    /// worker's own deadline on the last one, `length - GUARD_MARGIN - SELF_MARGIN` after it
+    /// was sent: two round trips.
+    pub fn round_trip_budget(length: Duration) -> Duration {
+        length.saturating_sub(workers::GUARD_MARGIN + SELF_MARGIN) / 2
+    }
+
+    /// The lease to ask for when the slowest recent heartbeat took `slowest`: the configured
+    /// one, or longer so that it bears round trips half again as slow (PostgreSQL slow for
+    /// every worker must not end every attempt), at most [`MAX_STRETCH`] times the configured.
+    pub fn length_for(&self, slowest: Duration) -> Duration {
+        (slowest * 3 + workers::GUARD_MARGIN + SELF_MARGIN)
+            .max(self.configured)
+            .min(self.configured * MAX_STRETCH)
+    }
+
+    /// A heartbeat sent at `sent_at` renewed the lease for `length` (or the registration made
+    /// it). A renewal of a lease that had run out counts as a lapse: an attempt taken hold of
+    /// before it, even one whose start committed while the lease was out, may have been
+    /// recovered meanwhile.
+    pub fn renewed(&self, sent_at: i64, length: Duration) {
         if !self.held() {
             self.lapsed();
         }
         self.last_renewal.fetch_max(sent_at, Ordering::AcqRel);
-        self.extend_to(sent_at + nanos(workers::LEASE) - nanos(workers::GUARD_MARGIN));
+        self.extend_to(sent_at + nanos(length) - nanos(workers::GUARD_MARGIN));
     }
 
     /// Whether a heartbeat sent after `at` renewed the lease.

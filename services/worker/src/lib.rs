@@ -399,7 +399,8 @@ pub async fn run(
         &settings.groups,
         &kinds,
     );
-    let lease = Arc::new(lease::Lease::new(executors.sandbox()));
+    let lease_length = Duration::from_millis(settings.lease_ms);
+    let lease = Arc::new(lease::Lease::new(executors.sandbox(), lease_length));
     let registering = lease::Lease::now();
     workers::register(
         &node.store,
@@ -411,11 +412,12 @@ pub async fn run(
             kinds: &kinds,
             concurrency: settings.concurrency,
             inline_concurrency: settings.inline_concurrency,
+            lease: lease_length,
         },
     )
     .await
     .map_err(WorkerError::Register)?;
-    lease.renewed(registering);
+    lease.renewed(registering, lease_length);
     let transitions = transitions::Transitions::start(
         node.store.clone(),
         node.broker.topology().clone(),
@@ -624,6 +626,7 @@ fn fence_if_lapsed(worker: &Worker, fenced: &mut bool) {
     }
     *fenced = true;
     worker.lease.lapsed();
+    info!("the lease ran out unrenewed");
     let abandoned = worker.abandon(None);
     if abandoned > 0 {
         warn!(
@@ -634,8 +637,37 @@ fn fence_if_lapsed(worker: &Worker, fenced: &mut bool) {
     metrics::counter!("chime_worker_self_fenced_total").increment(abandoned as u64);
 }
 
-/// How long opening the liveness session may take before it is tried again.
-const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long opening the liveness session, or one heartbeat, may take before it is tried again.
+/// Long enough for a session to open over a slow link (five or six round trips of a second);
+/// the lease is not waited past meanwhile (see [`awaiting`]).
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many recent heartbeats the lease's length is fitted to (ten seconds of them).
+const RECENT_HEARTBEATS: usize = 40;
+
+/// Awaits `answer` for up to `limit`, fencing the worker's attempts as soon as its lease lapses
+/// meanwhile: a slow answer is worth waiting for (it renews the lease), but never with attempts
+/// running past the lease.
+async fn awaiting<T>(
+    worker: &Worker,
+    fenced: &mut bool,
+    limit: Duration,
+    answer: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::pin!(answer);
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        tokio::select! {
+            out = &mut answer => return Some(out),
+            () = tokio::time::sleep(workers::HEARTBEAT_INTERVAL / 5) => {
+                fence_if_lapsed(worker, fenced);
+                if tokio::time::Instant::now() >= deadline {
+                    return None;
+                }
+            }
+        }
+    }
+}
 
 /// Renews the worker's lease over its liveness session every [`workers::HEARTBEAT_INTERVAL`]
 /// and acts on what each heartbeat learns: kills whose command was missed, attempts taken from
@@ -656,6 +688,8 @@ async fn liveness_loop(
     let mut fenced = false;
     let mut releasing: Option<tokio::task::JoinHandle<()>> = None;
     let mut grace: Option<tokio::task::JoinHandle<()>> = None;
+    let mut round_trips: std::collections::VecDeque<Duration> = std::collections::VecDeque::new();
+    let mut warned_slow: Option<tokio::time::Instant> = None;
     async {
         loop {
             tokio::select! {
@@ -675,25 +709,24 @@ async fn liveness_loop(
                 worker.drain_requested.cancel();
             }
             fence_if_lapsed(&worker, &mut fenced);
-            // Never waiting past the lease on one answer (at least one heartbeat's time, so a
-            // worker without a lease still gets to renew it); counted again before each wait.
-            let patience = || worker.lease.remaining().max(workers::HEARTBEAT_INTERVAL);
             let live = match session.as_mut() {
                 Some(live) => live,
                 None => {
                     let asked_at = lease::Lease::now();
-                    let opened = tokio::time::timeout(
-                        if fenced { HEARTBEAT_TIMEOUT } else { patience() },
+                    let opened = awaiting(
+                        &worker,
+                        &mut fenced,
+                        HEARTBEAT_TIMEOUT,
                         workers::LivenessSession::open(&worker.store),
                     )
                     .await;
                     fence_if_lapsed(&worker, &mut fenced);
                     match opened {
-                        Ok(Ok(opened)) => {
+                        Some(Ok(opened)) => {
                             info!("liveness session open again");
                             session.insert(opened)
                         }
-                        Ok(Err(error)) => {
+                        Some(Err(error)) => {
                             if workers::LivenessSession::server_is_down(&error) {
                                 warn!(%error, "the database refuses this worker");
                                 refusal_grace::enter(&worker, asked_at, &mut grace);
@@ -702,7 +735,7 @@ async fn liveness_loop(
                             }
                             continue;
                         }
-                        Err(_) => {
+                        None => {
                             warn!("opening the liveness session timed out; retrying");
                             continue;
                         }
@@ -715,24 +748,48 @@ async fn liveness_loop(
             } else {
                 "online"
             };
+            // Fitted to the slowest recent round trip: PostgreSQL slow for every worker lengthens
+            // every lease instead of ending every attempt.
+            let slowest = round_trips.iter().max().copied().unwrap_or_default();
+            let length = worker.lease.length_for(slowest);
             let sent_at = lease::Lease::now();
-            let beat = tokio::time::timeout(
-                patience(),
-                live.heartbeat(worker.identity.id, status, &running, &all),
+            let started = tokio::time::Instant::now();
+            let beat = awaiting(
+                &worker,
+                &mut fenced,
+                HEARTBEAT_TIMEOUT,
+                live.heartbeat(worker.identity.id, status, &running, &all, length),
             )
             .await;
+            let took = started.elapsed();
+            if round_trips.len() == RECENT_HEARTBEATS {
+                round_trips.pop_front();
+            }
+            round_trips.push_back(took);
+            metrics::histogram!("chime_worker_heartbeat_seconds").record(took.as_secs_f64());
+            let budget = lease::Lease::round_trip_budget(worker.lease.configured());
+            if took > budget / 2 && warned_slow.is_none_or(|at| at.elapsed() > Duration::from_secs(60)) {
+                warned_slow = Some(tokio::time::Instant::now());
+                warn!(
+                    took_ms = took.as_millis() as u64,
+                    budget_ms = budget.as_millis() as u64,
+                    lease_ms = worker.lease.length_for(took).as_millis() as u64,
+                    "heartbeats to PostgreSQL are slow: the lease is lengthened to bear them; \
+                     past the budget attempts end (raise worker.lease_ms for a slow link)"
+                );
+            }
             // A lease that ran out while the heartbeat was under way is fenced before the
             // renewal: what ran under it is abandoned, whatever the renewal says.
             fence_if_lapsed(&worker, &mut fenced);
             let beat = match beat {
-                Ok(Ok(beat)) => beat,
-                Ok(Err(error)) => {
+                Some(Ok(beat)) => beat,
+                Some(Err(error)) => {
                     warn!(%error, "heartbeat failed; opening a new liveness session");
                     session = None;
                     tick.reset_immediately();
                     continue;
                 }
-                Err(_) => {
+                None => {
                     warn!("heartbeat did not answer; opening a new liveness session");
                     session = None;
                     tick.reset_immediately();
@@ -743,7 +800,7 @@ async fn liveness_loop(
                 info!("lease renewed");
                 fenced = false;
             }
-            worker.lease.renewed(sent_at);
+            worker.lease.renewed(sent_at, length);
             metrics::counter!("chime_worker_heartbeats_total").increment(1);
             for (task_id, attempt) in beat.kill {
                 if worker.kill(task_id, attempt) {

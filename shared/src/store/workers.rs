@@ -47,8 +47,9 @@ use super::{Context, Store, StoreError};
 
 /// How often a worker renews its lease (over its liveness session).
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(250);
-/// How long a heartbeat's lease lasts, from the database's now() when it was written. A worker
-/// killed with -9 is declared dead this long after its last heartbeat.
+/// How long a heartbeat's lease lasts by default (`worker.lease_ms`), from the database's now()
+/// when it was written. A worker killed with -9 is declared dead about this long after its last
+/// heartbeat; a worker whose heartbeats take long asks for longer ones.
 pub const LEASE: Duration = Duration::from_millis(2500);
 /// How long before its lease ends, counted from before the heartbeat that renewed it was sent, a
 /// worker's guard kills every process of the worker's attempts: the time it has to act.
@@ -111,10 +112,12 @@ pub struct NewWorker<'a> {
     pub concurrency: u16,
     /// Inline slots.
     pub inline_concurrency: u16,
+    /// Its first lease.
+    pub lease: Duration,
 }
 
 /// Registers a worker as online (and its groups in `worker_groups`), with a first lease of
-/// [`LEASE`]: the caller counts it from before this call.
+/// `worker.lease`: the caller counts it from before this call.
 pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreError> {
     sqlx::query(
         r#"
@@ -135,7 +138,7 @@ pub async fn register(store: &Store, worker: NewWorker<'_>) -> Result<(), StoreE
     .bind(worker.kinds)
     .bind(i32::from(worker.concurrency))
     .bind(env!("CARGO_PKG_VERSION"))
-    .bind(LEASE.as_secs_f64())
+    .bind(worker.lease.as_secs_f64())
     .bind(i32::from(worker.inline_concurrency))
     .execute(store.pool())
     .await
@@ -200,6 +203,7 @@ impl LivenessSession {
         status: &str,
         running: &[(Uuid, i32)],
         all: &[(Uuid, i32)],
+        lease: Duration,
     ) -> Result<Heartbeat, StoreError> {
         let (running_ids, running_attempts): (Vec<Uuid>, Vec<i32>) =
             running.iter().copied().unzip();
@@ -232,7 +236,7 @@ impl LivenessSession {
         .bind(&running_attempts)
         .bind(&all_ids)
         .bind(&all_attempts)
-        .bind(LEASE.as_secs_f64())
+        .bind(lease.as_secs_f64())
         .fetch_all(&mut self.conn)
         .await
         .context("recording the worker's heartbeat")?;

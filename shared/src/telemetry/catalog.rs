@@ -210,6 +210,17 @@ pub fn describe() {
         "chime_worker_self_fenced_total",
         "Attempts this worker abandoned because its heartbeat could not be written in time."
     );
+    describe_histogram!(
+        "chime_worker_heartbeat_seconds",
+        Unit::Seconds,
+        "How long each heartbeat took to PostgreSQL and back: the lease bears round trips up \
+         to (worker.lease_ms - 0.8 s) / 2 and grows with the slowest recent ones."
+    );
+    describe_counter!(
+        "chime_worker_refusal_graces_total",
+        "Refusals by PostgreSQL this worker held its attempts through under a grace mark on \
+         the broker."
+    );
     describe_counter!(
         "chime_worker_unheld_released_total",
         "Attempts recorded as running on this worker that it no longer held, released."
@@ -307,6 +318,7 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
             "chime_worker_submissions_taken_total",
             "chime_worker_mismatched_messages_total",
             "chime_worker_self_fenced_total",
+            "chime_worker_refusal_graces_total",
             "chime_worker_unheld_released_total",
             "chime_worker_attempts_recovered_total",
             "chime_worker_database_waits_total",

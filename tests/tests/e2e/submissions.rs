@@ -442,6 +442,7 @@ async fn taken_by_a_ghost(env: &TestEnv) -> Result<(Uuid, Uuid)> {
             kinds: &["noop".to_string()],
             concurrency: 1,
             inline_concurrency: 1,
+            lease: workers::LEASE,
         },
     )
     .await?;

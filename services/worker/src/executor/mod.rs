@@ -92,6 +92,11 @@ impl Attempt {
 
     /// The end of an attempt that did not start, or was stopped, because the lease was lost.
     pub fn lease_lost_end(&self, result: TaskResult) -> AttemptEnd {
+        tracing::warn!(
+            lapsed = self.lease.0.mark() != self.lease.1,
+            held = self.lease.0.held(),
+            "the attempt is given up: the worker's lease ran out since it was taken"
+        );
         AttemptEnd::Abandoned(TaskResult {
             error: Some("interrupted: the worker's lease ran out".into()),
             ..result
