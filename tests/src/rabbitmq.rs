@@ -44,6 +44,8 @@ impl PrivateRabbitMq {
                 Err(StartError::PortTaken(out)) if tries < 5 => {
                     eprintln!("the private RabbitMQ lost a port, trying others: {out}");
                     let _ = std::fs::remove_dir_all(dir.join("mnesia"));
+                    // The failed node's pid may be reused by now: never signal it again.
+                    let _ = std::fs::remove_file(dir.join("pid"));
                 }
                 Err(StartError::PortTaken(out)) | Err(StartError::Other(out)) => bail!(out),
             }

@@ -328,10 +328,19 @@ pub fn plan(store: &QuartzStore, options: &PlanOptions) -> Plan {
         .collect();
     for row in &store.triggers {
         let key = (row.group.clone(), row.name.clone());
-        if recovered.contains(&(row.group.as_str(), row.name.as_str()))
-            && !trigger_data.contains_key(&key)
-            && let Ok(bytes) = blob(&row.data)
-            && let Ok(decoded) = job_data::decode(bytes)
+        if !recovered.contains(&(row.group.as_str(), row.name.as_str()))
+            || trigger_data.contains_key(&key)
+        {
+            continue;
+        }
+        let bytes = match blob(&row.data) {
+            Ok(bytes) => bytes,
+            Err(why) => {
+                report.fail("trigger data", full(&row.group, &row.name), why);
+                continue;
+            }
+        };
+        if let Ok(decoded) = job_data::decode(bytes)
             && let Ok(text) = json_text(decoded.data)
         {
             trigger_data.insert(key, text);

@@ -36,8 +36,9 @@ pub const ABSENT_FOR: Duration = Duration::from_millis(1500);
 
 /// How long before a worker's lease expires recovery starts looking for its mark: a worker
 /// enters its grace only while it holds its lease, which it counts as ending at least
-/// `LEASE - (GUARD_MARGIN + 300 ms)` = 800 ms before the database does; a look from then on
-/// comes after any mark the worker could still make.
+/// `GUARD_MARGIN + 300 ms` = 800 ms before the database does (a heartbeat never moves the
+/// database's expiry earlier); a look from then on comes after any mark the worker could still
+/// make.
 pub const LOOK_BEFORE_EXPIRY: Duration = Duration::from_millis(800);
 
 fn queue_options(passive: bool) -> QueueDeclareOptions {

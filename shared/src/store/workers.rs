@@ -212,7 +212,10 @@ impl LivenessSession {
             r#"
             WITH beat AS (
                 UPDATE workers SET last_heartbeat = now(), stopped_at = NULL,
-                       lease_expires_at = now() + make_interval(secs => $7),
+                       -- Never earlier than a lease already given: the worker counts the
+                       -- longest it was told, so a shorter one here would end before its own.
+                       lease_expires_at = GREATEST(lease_expires_at,
+                                                   now() + make_interval(secs => $7)),
                        status = CASE WHEN status IN ('disconnected', 'offline') THEN $2
                                      ELSE status END
                 WHERE id = $1
