@@ -849,6 +849,11 @@ async fn liveness_loop(
         if let Some(releasing) = releasing {
             let _ = releasing.await;
         }
+        // A stopped worker holds nothing on: its grace ends with it (the mark goes with its
+        // broker connection).
+        if let Some(grace) = grace {
+            grace.abort();
+        }
         if let Some(live) = session {
             live.close().await;
         }

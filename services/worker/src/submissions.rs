@@ -54,8 +54,9 @@ struct Submission {
 
 /// Whether every delivery of a channel before the current batch is settled (acked, dead-lettered
 /// or given back): then the batch is acked with one `multiple` ack of its last delivery. A
-/// delivery that could not be dead-lettered stays unacked for the queue's delivery limit, and no
-/// later ack of that channel may cover it, so from then on its batches are acked one by one.
+/// delivery that could not be dead-lettered is given back (its queue's delivery limit ends the
+/// loop); as with anything not acked in order, no later `multiple` ack of that channel may cover
+/// it, so from then on its batches are acked one by one.
 pub struct Settled(pub bool);
 
 /// Records a batch of submissions and acks them: a bad or refused one is dead-lettered alone, the
