@@ -138,6 +138,21 @@ impl TestEnv {
         Ok((Self::with_amqp_url(&pg, &amqp).await?, proxy))
     }
 
+    /// A proxy in front of this test's PostgreSQL, and the database URL through it: for one
+    /// process the test can refuse, slow or cut while the others get through.
+    pub async fn database_proxy(&self) -> Result<(proxy::Proxy, String)> {
+        let mut url = reqwest::Url::parse(&self.settings.database_url)?;
+        let upstream = format!(
+            "{}:{}",
+            url.host_str().context("a database host")?,
+            url.port().unwrap_or(5432)
+        );
+        let proxy = proxy::Proxy::start(&upstream).await?;
+        url.set_port(Some(proxy.port()))
+            .map_err(|()| anyhow::anyhow!("cannot set the port of {url}"))?;
+        Ok((proxy, url.to_string()))
+    }
+
     /// The URL of the API (once started).
     pub fn api_url(&self) -> &str {
         &self.settings.api_url

@@ -537,15 +537,7 @@ async fn a_postgresql_a_second_away_lengthens_the_lease_instead_of_ending_every_
         dependency: false,
     })
     .await?;
-    let mut url = reqwest::Url::parse(&env.settings.database_url)?;
-    let upstream = format!(
-        "{}:{}",
-        url.host_str().context("a database host")?,
-        url.port().unwrap_or(5432)
-    );
-    let proxy = chime_tests::proxy::Proxy::start(&upstream).await?;
-    url.set_port(Some(proxy.port()))
-        .map_err(|()| anyhow::anyhow!("cannot set the port"))?;
+    let (proxy, url) = env.database_proxy().await?;
     let _worker = env.spawn_chime_with(
         &["worker", "--concurrency", "3"],
         &[("CHIME_DATABASE_URL", url.as_str())],

@@ -42,6 +42,23 @@ async fn terminate_sessions(env: &TestEnv, pid: u32) -> Result<i64> {
     .await?)
 }
 
+/// The lines `TASK ATTEMPT EVENT NANOS` the tests' commands append to `log`.
+fn log_lines(log: &std::path::Path) -> Vec<(Uuid, i32, String, i128)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.split(' ');
+            Some((
+                parts.next()?.parse().ok()?,
+                parts.next()?.parse().ok()?,
+                parts.next()?.to_string(),
+                parts.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
 /// Nanoseconds since the epoch, as `date +%s%N` writes them.
 fn now_ns() -> i128 {
     jiff::Timestamp::now().as_nanosecond()
@@ -84,21 +101,7 @@ i=0; while [ $i -lt $n ]; do echo "$CHIME_TASK_ID $CHIME_ATTEMPT tick $(date +%s
             .await?,
         );
     }
-    let lines = || -> Vec<(Uuid, i32, String, i128)> {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| {
-                let mut parts = line.split(' ');
-                Some((
-                    parts.next()?.parse().ok()?,
-                    parts.next()?.parse().ok()?,
-                    parts.next()?.to_string(),
-                    parts.next()?.parse().ok()?,
-                ))
-            })
-            .collect()
-    };
+    let lines = || log_lines(&log);
     eventually("attempt 1 of every task to run", || async {
         let started = lines()
             .iter()
@@ -449,15 +452,7 @@ async fn a_worker_refused_alone_by_postgresql_never_runs_beside_a_rerun() -> Res
         dependency: false,
     })
     .await?;
-    let mut url = reqwest::Url::parse(&env.settings.database_url)?;
-    let upstream = format!(
-        "{}:{}",
-        url.host_str().context("a database host")?,
-        url.port().unwrap_or(5432)
-    );
-    let proxy = chime_tests::proxy::Proxy::start(&upstream).await?;
-    url.set_port(Some(proxy.port()))
-        .map_err(|()| anyhow::anyhow!("cannot set the port"))?;
+    let (proxy, url) = env.database_proxy().await?;
     let _refused = env.spawn_chime_with(
         &["worker", "--concurrency", "4"],
         &[("CHIME_DATABASE_URL", url.as_str())],
@@ -490,21 +485,7 @@ i=0; while [ $i -lt $n ]; do echo "$CHIME_TASK_ID $CHIME_ATTEMPT tick $(date +%s
             );
         }
     }
-    let lines = || -> Vec<(Uuid, i32, String, i128)> {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| {
-                let mut parts = line.split(' ');
-                Some((
-                    parts.next()?.parse().ok()?,
-                    parts.next()?.parse().ok()?,
-                    parts.next()?.to_string(),
-                    parts.next()?.parse().ok()?,
-                ))
-            })
-            .collect()
-    };
+    let lines = || log_lines(&log);
     eventually("attempt 1 of every task to run", || async {
         let started = lines()
             .iter()
