@@ -8,5 +8,6 @@ pub mod lag;
 pub mod pickup;
 pub mod recovery;
 pub mod schedule;
+pub mod soak;
 pub mod submit;
 pub mod tasks;

@@ -146,17 +146,7 @@ async fn measure(
     up: &tokio::process::Child,
 ) -> BenchResult<Figures> {
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let ready = http.get(format!("{base}/readyz")).send().await;
-        if ready.is_ok_and(|r| r.status().is_success()) {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err("chime up did not become ready within 60 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&http, base).await?;
     // Let the worker register and start consuming before the clock starts.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let settings = installation.settings();
@@ -237,6 +227,21 @@ async fn measure(
     })
 }
 
+/// Waits until `chime up` at `base` answers `/readyz`, for up to 60 s.
+pub(crate) async fn wait_ready(http: &reqwest::Client, base: &str) -> BenchResult<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = http.get(format!("{base}/readyz")).send().await;
+        if ready.is_ok_and(|r| r.status().is_success()) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("chime up did not become ready within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Submissions per commit on average, from the service's own histogram.
 fn mean_batch(metrics: &str, via: Via) -> Option<f64> {
     let name = match via {
@@ -250,7 +255,7 @@ fn mean_batch(metrics: &str, via: Via) -> Option<f64> {
 }
 
 /// The service's `/metrics`, if it answers.
-async fn metrics_text(http: &reqwest::Client, base: &str) -> Option<String> {
+pub(crate) async fn metrics_text(http: &reqwest::Client, base: &str) -> Option<String> {
     http.get(format!("{base}/metrics"))
         .send()
         .await
@@ -472,7 +477,7 @@ async fn wait_succeeded(
 
 /// The sum of a metric's samples in Prometheus text, over the label sets that contain `label`
 /// (all of them if None).
-fn metric_sum(text: &str, name: &str, label: Option<&str>) -> f64 {
+pub(crate) fn metric_sum(text: &str, name: &str, label: Option<&str>) -> f64 {
     text.lines()
         .filter(|line| {
             line.strip_prefix(name)
@@ -483,7 +488,7 @@ fn metric_sum(text: &str, name: &str, label: Option<&str>) -> f64 {
         .sum()
 }
 
-fn spawn_up(settings: &Settings, port: u16) -> BenchResult<tokio::process::Child> {
+pub(crate) fn spawn_up(settings: &Settings, port: u16) -> BenchResult<tokio::process::Child> {
     // CHIME_BENCH_UP_BIN measures another build's `chime up` (an earlier commit's, side by side)
     // through this benchmark's doors.
     let binary = match std::env::var_os("CHIME_BENCH_UP_BIN") {
@@ -498,7 +503,7 @@ fn spawn_up(settings: &Settings, port: u16) -> BenchResult<tokio::process::Child
 }
 
 /// Stops `chime up` as an operator would (SIGTERM), killing it if it takes over 15 s.
-async fn stop(mut up: tokio::process::Child) {
+pub(crate) async fn stop(mut up: tokio::process::Child) {
     if let Some(pid) = up.id().and_then(|p| i32::try_from(p).ok()) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
@@ -514,13 +519,23 @@ async fn stop(mut up: tokio::process::Child) {
 }
 
 /// A process's peak resident memory (`VmHWM`), kB; 0 if unknown.
-fn peak_rss_kb(pid: u32) -> u64 {
+pub(crate) fn peak_rss_kb(pid: u32) -> u64 {
+    status_kb(pid, "VmHWM:")
+}
+
+/// A process's resident memory now (`VmRSS`), kB; 0 if unknown.
+pub(crate) fn rss_kb(pid: u32) -> u64 {
+    status_kb(pid, "VmRSS:")
+}
+
+/// A kB field of `/proc/PID/status`; 0 if unknown.
+fn status_kb(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| {
             status
                 .lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse().ok())
         })

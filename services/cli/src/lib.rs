@@ -388,6 +388,22 @@ enum BenchCommand {
         #[arg(long, default_value_t = 16)]
         clients: usize,
     },
+    /// A `chime up` under steady load (ad-hoc batches and per-second triggers): the slope of its
+    /// resident memory against tasks finished after a warm-up, MB per million tasks (flat is 0).
+    Soak {
+        /// Ad-hoc noop tasks per second, through POST /api/v1/tasks/batch.
+        #[arg(long, default_value_t = 1000)]
+        rate: usize,
+        /// Seconds of load.
+        #[arg(long, default_value_t = 300)]
+        seconds: u64,
+        /// Triggers that fire every second beside them.
+        #[arg(long, default_value_t = 50)]
+        triggers: usize,
+        /// Seconds before memory is fitted (pools, caches and the allocator settle).
+        #[arg(long, default_value_t = 60)]
+        warmup: u64,
+    },
     /// Next-fire computations per second on one core.
     Schedule {
         /// How long to run.
@@ -757,6 +773,26 @@ async fn run(cli: Cli) -> Result<()> {
             let figures = chime_bench::deps::run(&settings(global, None)?, data_times, rate)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", figures.line());
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Soak {
+            rate,
+            seconds,
+            triggers,
+            warmup,
+        }) => {
+            if rate == 0 || warmup + 30 > seconds || triggers > 10_000 {
+                return Err(BadInput(
+                    "--rate must be at least 1, --seconds at least --warmup + 30, --triggers at most 10000"
+                        .into(),
+                )
+                .into());
+            }
+            let figures =
+                chime_bench::soak::run(&settings(global, None)?, rate, seconds, triggers, warmup)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", figures.line());
             Ok(())
         }

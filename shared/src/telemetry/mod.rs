@@ -49,10 +49,38 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
             let recorder = builder.build_recorder();
             let handle = recorder.handle();
             let installed = metrics::set_global_recorder(recorder).ok().map(|_| handle);
-            if installed.is_some() {
+            if let Some(handle) = &installed {
                 catalog::describe();
+                keep_histograms_drained(handle.clone());
             }
             installed
         })
         .clone()
+}
+
+/// How often the recorder folds recorded histogram samples into its buckets.
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Folds the recorder's pending histogram samples into their buckets every [`UPKEEP_EVERY`], on a
+/// thread of its own for the life of the process.
+///
+/// The recorder keeps every sample (8 bytes, in blocks) until its upkeep folds them in, and a
+/// recorder built rather than installed by the exporter's own `install` gets no upkeep but the
+/// one a scrape of `/metrics` does. An installation nobody scraped kept about 25 bytes per task
+/// for ever (a task's attempt duration, the dependency service's handling of its event, a
+/// share of each batch's and publish round's samples), 21 MB over 870,000 tasks. A thread, not
+/// a task: the handle is made before (and outside) any runtime, and upkeep is a few
+/// microseconds of locking that must not wait behind a busy runtime.
+fn keep_histograms_drained(handle: PrometheusHandle) {
+    let spawned = std::thread::Builder::new()
+        .name("metrics-upkeep".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP_EVERY);
+                handle.run_upkeep();
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot start the metrics upkeep thread: histogram samples are folded only when /metrics is scraped");
+    }
 }
