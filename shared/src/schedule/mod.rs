@@ -24,6 +24,7 @@ mod wall_clock;
 pub use calendar::Calendar;
 pub use cron::{CronError, CronExpr};
 pub use spec::{CalendarSpec, IntervalUnit, ScheduleSpec};
+pub use wall_clock::{ClockChange, clock_changes};
 
 use jiff::civil::{Time, Weekday};
 use jiff::tz::TimeZone;

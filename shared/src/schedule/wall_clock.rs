@@ -113,6 +113,89 @@ pub fn time_on_date_of(ts: Timestamp, time: Time, zone: &TimeZone) -> Timestamp 
     resolve(wall(ts, zone).date().to_datetime(time), zone)
 }
 
+/// A change of a zone's offset from UTC: clocks going forward (a gap: some wall times do not
+/// occur) or back (a fold: some occur twice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockChange {
+    /// The instant of the change.
+    pub at: Timestamp,
+    /// The wall time just before it (its end: clocks are changed *at* this wall time).
+    pub from: DateTime,
+    /// The wall time the clocks are set to.
+    pub to: DateTime,
+}
+
+impl ClockChange {
+    /// Whether clocks go forward (wall times from `from` up to `to` do not occur).
+    pub fn forward(&self) -> bool {
+        self.to > self.from
+    }
+
+    /// One line for a person: which wall times do not occur, or occur twice.
+    pub fn describe(&self, zone: &str) -> String {
+        let hm = |dt: DateTime| dt.strftime("%H:%M").to_string();
+        let last_before = |dt: DateTime| {
+            dt.checked_sub(SignedDuration::from_secs(1))
+                .map_or_else(|_| hm(dt), |d| d.strftime("%H:%M:%S").to_string())
+        };
+        let length = if self.forward() {
+            self.from.duration_until(self.to)
+        } else {
+            self.to.duration_until(self.from)
+        };
+        let minutes = length.as_secs() / 60;
+        let amount = if minutes % 60 == 0 {
+            format!("{} h", minutes / 60)
+        } else {
+            format!("{minutes} min")
+        };
+        if self.forward() {
+            format!(
+                "{} {zone}: clocks go forward {amount} at {} to {}; wall times {}-{} do not occur that day",
+                self.from.date(),
+                hm(self.from),
+                hm(self.to),
+                hm(self.from),
+                last_before(self.to)
+            )
+        } else {
+            format!(
+                "{} {zone}: clocks go back {amount} at {} to {}; wall times {}-{} occur twice that day",
+                self.from.date(),
+                hm(self.from),
+                hm(self.to),
+                hm(self.to),
+                last_before(self.from)
+            )
+        }
+    }
+}
+
+/// The zone's clock changes after `from` up to and including `to`, in order.
+pub fn clock_changes(zone: &TimeZone, from: Timestamp, to: Timestamp) -> Vec<ClockChange> {
+    let mut changes = Vec::new();
+    for transition in zone.following(from) {
+        let at = transition.timestamp();
+        if at > to {
+            break;
+        }
+        let before = at
+            .checked_sub(SignedDuration::from_nanos(1))
+            .map_or(transition.offset(), |t| zone.to_offset(t));
+        let after = transition.offset();
+        // An abbreviation-only change (or a zone's first entry) moves no clock.
+        if before == after {
+            continue;
+        }
+        changes.push(ClockChange {
+            at,
+            from: before.to_datetime(at),
+            to: after.to_datetime(at),
+        });
+    }
+    changes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +242,24 @@ mod tests {
         let t: Timestamp = "2024-01-31T10:00:00Z".parse().unwrap();
         assert_eq!(add_months(t, 1, &utc).to_string(), "2024-02-29T10:00:00Z");
         assert_eq!(add_months(t, 13, &utc).to_string(), "2025-02-28T10:00:00Z");
+    }
+
+    #[test]
+    fn clock_changes_name_the_hours_that_are_skipped_and_repeated() {
+        let zone = TimeZone::get("America/New_York").unwrap();
+        let from: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let to: Timestamp = "2026-12-31T00:00:00Z".parse().unwrap();
+        let lines: Vec<String> = super::clock_changes(&zone, from, to)
+            .iter()
+            .map(|c| c.describe("America/New_York"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "2026-03-08 America/New_York: clocks go forward 1 h at 02:00 to 03:00; wall times 02:00-02:59:59 do not occur that day",
+                "2026-11-01 America/New_York: clocks go back 1 h at 02:00 to 01:00; wall times 01:00-01:59:59 occur twice that day",
+            ]
+        );
+        assert!(super::clock_changes(&TimeZone::UTC, from, to).is_empty());
     }
 }

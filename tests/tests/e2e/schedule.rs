@@ -17,7 +17,7 @@ async fn preview(args: &[&str]) -> Result<std::process::Output> {
 
 #[tokio::test]
 async fn preview_prints_one_utc_time_per_line_without_a_server() -> Result<()> {
-    let out = preview(&["--trigger", LAST_FRIDAY, "--count", "3"]).await?;
+    let out = preview(&["--trigger", LAST_FRIDAY, "--count", "3", "--utc"]).await?;
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8(out.stdout)?,
@@ -30,12 +30,80 @@ async fn preview_prints_one_utc_time_per_line_without_a_server() -> Result<()> {
         r#"{"kind":"weekly","excluded_days":["SAT","SUN"]}"#,
         "--count",
         "2",
+        "--utc",
     ])
     .await?;
     assert_eq!(
         String::from_utf8(with_calendar.stdout)?,
         "2026-01-02T09:00:00.000Z\n2026-01-05T09:00:00.000Z\n"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn preview_prints_in_the_schedules_zone_and_names_the_hours_a_clock_change_skips_or_repeats()
+-> Result<()> {
+    // 02:30 every day in New York over the spring change: that day has no 02:30.
+    let spring = preview(&[
+        "--schedule",
+        r#"{"kind":"cron","cron":"0 30 2 * * ?","time_zone":"America/New_York","start_time":"2027-03-13T00:00:00Z"}"#,
+        "--count",
+        "2",
+    ])
+    .await?;
+    assert!(spring.status.success(), "{spring:?}");
+    assert_eq!(
+        String::from_utf8(spring.stdout)?,
+        "2027-03-13T02:30:00.000-05:00[America/New_York]\n\
+         # 2027-03-14 America/New_York: clocks go forward 1 h at 02:00 to 03:00; wall times 02:00-02:59:59 do not occur that day\n\
+         2027-03-15T02:30:00.000-04:00[America/New_York]\n"
+    );
+    // 01:30 over the autumn change: the hour happens twice, the trigger fires once.
+    let autumn = preview(&[
+        "--trigger",
+        r#"{"kind":"cron","cron":"0 30 1 * * ?","time_zone":"America/New_York","start_time":"2027-11-06T00:00:00Z"}"#,
+        "--count",
+        "2",
+    ])
+    .await?;
+    assert_eq!(
+        String::from_utf8(autumn.stdout)?,
+        "2027-11-06T01:30:00.000-04:00[America/New_York]\n\
+         # 2027-11-07 America/New_York: clocks go back 1 h at 02:00 to 01:00; wall times 01:00-01:59:59 occur twice that day\n\
+         2027-11-07T01:30:00.000-05:00[America/New_York]\n"
+    );
+    // The flags `trigger create` takes.
+    let cron = preview(&[
+        "--cron",
+        "0 0 9 * * ?",
+        "--tz",
+        "Asia/Tokyo",
+        "--count",
+        "2",
+    ])
+    .await?;
+    let text = String::from_utf8(cron.stdout)?;
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.ends_with("T09:00:00.000+09:00[Asia/Tokyo]")),
+        "{text}"
+    );
+    let every = preview(&["--every", "90m", "--count", "3", "--utc"]).await?;
+    let times: Vec<jiff::Timestamp> = String::from_utf8(every.stdout)?
+        .lines()
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(times.len(), 3);
+    assert_eq!(
+        times[2].duration_since(times[1]),
+        jiff::SignedDuration::from_mins(90)
+    );
+    let none = preview(&["--count", "2"]).await?;
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8(none.stderr)?.contains("--cron"));
     Ok(())
 }
 
