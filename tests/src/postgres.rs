@@ -128,6 +128,23 @@ impl PrivatePostgres {
         self.port
     }
 
+    /// Writes database `database` to `to` with `pg_dump` (custom format: `pg_restore` reads it).
+    pub async fn dump(&self, database: &str, to: &Path) -> Result<()> {
+        let out = tokio::process::Command::new(binaries()?.join("pg_dump"))
+            .arg(format!("--dbname={}/{database}", self.url()))
+            .args(["--format=custom", "--file"])
+            .arg(to)
+            .output()
+            .await
+            .context("pg_dump")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "pg_dump: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    }
+
     /// What the server has logged so far.
     pub fn log(&self) -> Result<String> {
         Ok(std::fs::read_to_string(self.dir.join("server.log"))?)

@@ -52,7 +52,8 @@ pub struct Cluster {
     pub api_url: String,
     /// The run's directory (logs, side-effect log).
     pub dir: PathBuf,
-    database: String,
+    /// The run's database on the private server.
+    pub database: String,
     services: Vec<Service>,
 }
 
@@ -195,6 +196,68 @@ impl Cluster {
         }
     }
 
+    /// Refuses service `i`'s connections to PostgreSQL (open ones closed, new ones refused)
+    /// while PostgreSQL serves everyone else; [`Cluster::heal`] ends it.
+    pub fn refuse_postgres(&self, i: usize) {
+        self.services[i].pg.refuse();
+    }
+
+    /// The processes of service `i`'s tree: itself, every process below it (a worker's
+    /// commands), and a worker's guard, which is detached from it and found by the pipe only the
+    /// two of them hold.
+    pub fn tree(&self, i: usize) -> Vec<u32> {
+        let Some(root) = self.pid(i) else {
+            return Vec::new();
+        };
+        let mut tree = vec![root];
+        let parents = parents();
+        let mut at = 0;
+        while at < tree.len() {
+            let parent = tree[at];
+            tree.extend(
+                parents
+                    .iter()
+                    .filter(|(_, p)| *p == parent)
+                    .map(|(pid, _)| *pid),
+            );
+            at += 1;
+        }
+        if let Some(guard) = self.guard(i) {
+            tree.push(guard);
+        }
+        tree
+    }
+
+    /// A worker's guard: the other process that holds one of its pipes, running the same
+    /// program.
+    pub fn guard(&self, i: usize) -> Option<u32> {
+        let worker = self.pid(i)?;
+        let cmdline = std::fs::read(format!("/proc/{worker}/cmdline")).ok()?;
+        let pipes = pipes_of(worker);
+        if pipes.is_empty() {
+            return None;
+        }
+        parents().into_iter().map(|(pid, _)| pid).find(|pid| {
+            *pid != worker
+                && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == cmdline)
+                && pipes_of(*pid).iter().any(|p| pipes.contains(p))
+        })
+    }
+
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the processes `pids`, in that order.
+    pub fn freeze_pids(pids: &[u32], frozen: bool) {
+        let signal = if frozen {
+            Signal::SIGSTOP
+        } else {
+            Signal::SIGCONT
+        };
+        for pid in pids {
+            if let Ok(pid) = i32::try_from(*pid) {
+                let _ = kill(Pid::from_raw(pid), signal);
+            }
+        }
+    }
+
     fn spawn(&mut self, i: usize) -> Result<()> {
         let service = &self.services[i];
         let database_url = format!(
@@ -324,4 +387,34 @@ impl Cluster {
         self.rabbit.destroy().await;
         self.pg.destroy().await;
     }
+}
+
+/// Every process on the machine with its parent.
+fn parents() -> Vec<(u32, u32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // The command's name, in parentheses, may hold anything: the fields follow its end.
+            let after = &stat[stat.rfind(')')? + 1..];
+            let parent = after.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, parent))
+        })
+        .collect()
+}
+
+/// The pipes a process holds open (their inode numbers).
+fn pipes_of(pid: u32) -> Vec<String> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_str()?;
+            target.starts_with("pipe:").then(|| target.to_string())
+        })
+        .collect()
 }

@@ -11,8 +11,17 @@
 //!   dropped (its proxy stops forwarding, closes nothing);
 //! - `broker_cut`: every connection to RabbitMQ closed, new ones refused, for 1–6 s;
 //! - `pg_slow`: 30–150 ms more on every chunk to and from PostgreSQL, for 10–20 s;
+//! - `pg_slow_past_lease`: 450–900 ms more each way, past a worker's default lease budget, for
+//!   8–15 s (a worker lengthens its lease instead of losing its attempts);
 //! - `pg_restart` (`-m fast`), `pg_crash` (`-m immediate`: crash recovery), `pg_kill9` (kill -9
 //!   of the postmaster), `pg_outage` (25 s down);
+//! - `tree_pause`: a worker frozen with its whole tree (guard and commands), as `docker pause`
+//!   does, for 5–30 s;
+//! - `guard_kill9`: kill -9 of a worker's guard (the worker must end its attempts and stop);
+//! - `pg_refusal`: one process's connections to PostgreSQL closed and refused for 3–20 s while
+//!   PostgreSQL serves everyone else (a firewall REJECT, a proxy restarting);
+//! - `kill9_frozen`: kill -9 of a process that is frozen; `kill9_slow`: kill -9 of a process
+//!   while PostgreSQL is slow;
 //! - `rabbit_restart`: the RabbitMQ node killed with -9 and started again on its own data (at most
 //!   once every 45 s).
 //!
@@ -39,6 +48,9 @@ pub struct Record {
     pub from: Timestamp,
     /// When it ended (its beginning, for an instant fault).
     pub to: Timestamp,
+    /// For a freeze aimed inside a scheduler's firing transaction: whether it landed there (the
+    /// scheduler was seen waiting inside it when it was frozen).
+    pub landed: Option<bool>,
 }
 
 /// Every fault of the run.
@@ -49,11 +61,17 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// How many of each kind.
+    /// How many of each kind; freezes aimed inside a firing transaction as
+    /// `pause_in_fire_landed` and `pause_in_fire_missed` besides.
     pub fn counts(&self) -> BTreeMap<&'static str, usize> {
         let mut counts = BTreeMap::new();
         for record in &self.records {
             *counts.entry(record.kind).or_default() += 1;
+            match record.landed {
+                Some(true) => *counts.entry("pause_in_fire_landed").or_default() += 1,
+                Some(false) => *counts.entry("pause_in_fire_missed").or_default() += 1,
+                None => {}
+            }
         }
         counts
     }
@@ -64,7 +82,18 @@ impl Ledger {
         let slack = jiff::SignedDuration::from_secs(slack);
         self.records.iter().any(|r| {
             r.pid == Some(pid)
-                && matches!(r.kind, "kill9" | "sigterm" | "pause" | "pg_partition")
+                && matches!(
+                    r.kind,
+                    "kill9"
+                        | "sigterm"
+                        | "pause"
+                        | "pg_partition"
+                        | "tree_pause"
+                        | "guard_kill9"
+                        | "pg_refusal"
+                        | "kill9_frozen"
+                        | "kill9_slow"
+                )
                 && r.from - slack <= to
                 && from <= r.to + slack
         })
@@ -74,16 +103,20 @@ impl Ledger {
     pub fn database_windows(&self) -> Vec<(Timestamp, Timestamp)> {
         self.records
             .iter()
-            .filter(|r| r.kind.starts_with("pg_") && r.kind != "pg_partition")
+            .filter(|r| {
+                r.kind.starts_with("pg_") && !matches!(r.kind, "pg_partition" | "pg_refusal")
+            })
             .map(|r| (r.from, r.to))
             .collect()
     }
 }
 
 /// How a lasting fault ends.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Undo {
     Thaw(usize),
+    /// A service and the rest of its tree (pids, in the order they were frozen).
+    ThawTree(usize, Vec<u32>),
     Heal(usize),
     Broker,
     PostgresUp,
@@ -121,6 +154,7 @@ impl Injector {
             pid: target.and_then(|i| cluster.pid(i)),
             from: now,
             to: now,
+            landed: None,
         });
         self.ledger.records.len() - 1
     }
@@ -133,11 +167,23 @@ impl Injector {
         });
     }
 
-    fn active(&self, pick: impl Fn(Undo) -> bool) -> Vec<Undo> {
+    fn active(&self, pick: impl Fn(&Undo) -> bool) -> Vec<Undo> {
         self.lasting
             .iter()
-            .map(|l| l.undo)
-            .filter(|u| pick(*u))
+            .map(|l| &l.undo)
+            .filter(|u| pick(u))
+            .cloned()
+            .collect()
+    }
+
+    /// Processes frozen now (alone or with their tree).
+    fn frozen(&self) -> Vec<usize> {
+        self.lasting
+            .iter()
+            .filter_map(|l| match l.undo {
+                Undo::Thaw(i) | Undo::ThawTree(i, _) => Some(i),
+                _ => None,
+            })
             .collect()
     }
 
@@ -153,7 +199,7 @@ impl Injector {
         self.lasting
             .iter()
             .filter_map(|l| match l.undo {
-                Undo::Thaw(i) | Undo::Heal(i) => Some(i),
+                Undo::Thaw(i) | Undo::ThawTree(i, _) | Undo::Heal(i) => Some(i),
                 _ => None,
             })
             .collect()
@@ -169,6 +215,7 @@ impl Injector {
         for lasting in due {
             match lasting.undo {
                 Undo::Thaw(i) => cluster.freeze(i, false),
+                Undo::ThawTree(_, pids) => Cluster::freeze_pids(&pids, false),
                 Undo::Heal(i) => cluster.heal(i),
                 Undo::Broker => cluster.cut_broker(false),
                 Undo::PostgresUp => cluster.pg.resume().await?,
@@ -195,9 +242,9 @@ impl Injector {
             (!fit.is_empty()).then(|| fit[rng.below(fit.len())])
         };
         let everyone: Vec<usize> = (0..cluster.len()).collect();
-        let frozen = self.active(|u| matches!(u, Undo::Thaw(_))).len();
+        let frozen = self.frozen().len();
         let partitioned = self.active(|u| matches!(u, Undo::Heal(_))).len();
-        match rng.below(21) {
+        match rng.below(27) {
             0..=2 => {
                 let victim = rng.below(cluster.len());
                 if hobbled.contains(&victim) {
@@ -291,8 +338,97 @@ impl Injector {
                 self.last_rabbit_restart = Some(Instant::now());
                 Ok("RabbitMQ node killed with -9 and started again".into())
             }
+            21 if frozen < 2 => self.pause_tree(cluster, rng, &pick).await,
+            22 => {
+                let Some(victim) = pick(rng, &cluster.of_kind("worker")) else {
+                    return Ok("(skipped: no free worker)".into());
+                };
+                let Some(guard) = cluster.guard(victim) else {
+                    return Ok("(skipped: its guard was not found)".into());
+                };
+                self.begin("guard_kill9", cluster, Some(victim));
+                if let Ok(guard) = i32::try_from(guard) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(guard),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                Ok(format!("kill -9 of {}'s guard", cluster.name(victim)))
+            }
+            23 if partitioned < 2 => {
+                let Some(victim) = pick(rng, &everyone) else {
+                    return Ok("(skipped: nobody to refuse)".into());
+                };
+                let lasting = rng.millis(3000, 20_000);
+                let record = self.begin("pg_refusal", cluster, Some(victim));
+                cluster.refuse_postgres(victim);
+                self.last(record, lasting, Undo::Heal(victim));
+                Ok(format!(
+                    "PostgreSQL refuses {} alone for {lasting:?}",
+                    cluster.name(victim)
+                ))
+            }
+            24 if !self.database_busy() => {
+                let by = rng.millis(450, 900);
+                let lasting = rng.millis(8000, 15_000);
+                let record = self.begin("pg_slow_past_lease", cluster, None);
+                cluster.slow_postgres(Some(by));
+                self.last(record, lasting, Undo::PostgresFast);
+                Ok(format!(
+                    "PostgreSQL {by:?} slower each way (past the lease budget) for {lasting:?}"
+                ))
+            }
+            25 => {
+                let frozen = self.frozen();
+                if frozen.is_empty() {
+                    return Ok("(skipped: nobody is frozen)".into());
+                }
+                let victim = frozen[rng.below(frozen.len())];
+                self.begin("kill9_frozen", cluster, Some(victim));
+                cluster.kill9(victim, rng.millis(500, 3000)).await;
+                Ok(format!("kill -9 of {} while frozen", cluster.name(victim)))
+            }
+            26 if !self.active(|u| matches!(u, Undo::PostgresFast)).is_empty() => {
+                let victim = rng.below(cluster.len());
+                if hobbled.contains(&victim) {
+                    return Ok("(skipped: the victim is frozen or partitioned)".into());
+                }
+                self.begin("kill9_slow", cluster, Some(victim));
+                cluster.kill9(victim, rng.millis(500, 3000)).await;
+                Ok(format!(
+                    "kill -9 {} while PostgreSQL is slow",
+                    cluster.name(victim)
+                ))
+            }
             _ => Ok("(no fault this time)".into()),
         }
+    }
+
+    /// A worker that runs attempts frozen with its whole tree (itself, its commands, its guard)
+    /// for 5–30 s, as `docker pause` freezes a container.
+    async fn pause_tree(
+        &mut self,
+        cluster: &mut Cluster,
+        rng: &mut Rng,
+        pick: &dyn Fn(&mut Rng, &[usize]) -> Option<usize>,
+    ) -> Result<String> {
+        if self.database_busy() {
+            return Ok("(skipped: the database is away or slow)".into());
+        }
+        let Some(victim) = pick(rng, &busy_workers(cluster).await?) else {
+            return Ok("(skipped: no free worker runs attempts)".into());
+        };
+        let lasting = rng.millis(5000, 30_000);
+        let record = self.begin("tree_pause", cluster, Some(victim));
+        // The worker first, so it sees nothing of the rest stopping.
+        let tree = cluster.tree(victim);
+        Cluster::freeze_pids(&tree, true);
+        let size = tree.len();
+        self.last(record, lasting, Undo::ThawTree(victim, tree));
+        Ok(format!(
+            "SIGSTOP of {} with its tree ({size} processes) for {lasting:?}",
+            cluster.name(victim)
+        ))
     }
 
     /// A PostgreSQL outage of `lasting` (ends on its own).
@@ -346,7 +482,7 @@ impl Injector {
         };
         let record = self.begin("pause", cluster, Some(victim));
         if section == "inside its firing transaction" {
-            freeze_inside_fire(cluster, victim).await;
+            self.ledger.records[record].landed = Some(freeze_inside_fire(cluster, victim).await);
         } else {
             cluster.freeze(victim, true);
         }
@@ -390,8 +526,8 @@ async fn busy_workers(cluster: &Cluster) -> Result<Vec<usize>> {
 /// Freezes scheduler `victim` inside its firing transaction: every insert of a fire is held by a
 /// table lock until the victim waits on it (its trigger rows locked), then it is frozen and the
 /// lock let go. If it does not come within 3 s, or the database does not answer, it is frozen
-/// wherever it is.
-async fn freeze_inside_fire(cluster: &Cluster, victim: usize) {
+/// wherever it is. Returns whether it was seen waiting inside the transaction.
+async fn freeze_inside_fire(cluster: &Cluster, victim: usize) -> bool {
     let name = format!("chime[{}]", cluster.pid(victim).unwrap_or(0));
     let held = async {
         let mut blocker = cluster.store.pool().begin().await?;
@@ -399,6 +535,7 @@ async fn freeze_inside_fire(cluster: &Cluster, victim: usize) {
             .execute(&mut *blocker)
             .await?;
         let deadline = Instant::now() + Duration::from_secs(3);
+        let mut inside = false;
         while Instant::now() < deadline {
             let waiting: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM pg_stat_activity
@@ -408,16 +545,21 @@ async fn freeze_inside_fire(cluster: &Cluster, victim: usize) {
             .fetch_one(cluster.store.pool())
             .await?;
             if waiting > 0 {
+                inside = true;
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        anyhow::Ok(blocker)
+        anyhow::Ok((blocker, inside))
     };
     let held = tokio::time::timeout(Duration::from_secs(5), held).await;
     cluster.freeze(victim, true);
-    if let Ok(Ok(blocker)) = held {
-        let _ = blocker.commit().await;
+    match held {
+        Ok(Ok((blocker, inside))) => {
+            let _ = blocker.commit().await;
+            inside
+        }
+        _ => false,
     }
 }
 

@@ -154,7 +154,19 @@ async fn run(args: Args) -> Result<bool> {
     let mut cluster = Cluster::start(&dir).await?;
     let outcome = exercise(&mut cluster, &args, &mut rng, started, &log).await;
     if args.keep {
-        say(started, &format!("kept {}", dir.display()));
+        // The database goes with its private server: a dump keeps it for the analysis.
+        let dump = dir.join("chaos.dump");
+        match cluster.pg.dump(&cluster.database, &dump).await {
+            Ok(()) => say(
+                started,
+                &format!(
+                    "kept {} (the database: pg_restore --create -d postgres {})",
+                    dir.display(),
+                    dump.display()
+                ),
+            ),
+            Err(e) => say(started, &format!("kept {}; no dump: {e:#}", dir.display())),
+        }
     }
     cluster.destroy().await;
     if !args.keep {
