@@ -7,16 +7,19 @@
 //!    scheduled. The expected times come from chime's own engine (checked against Quartz's output
 //!    elsewhere), and for simple and calendar-interval triggers also from plain arithmetic,
 //!    which must agree with it. No fire is later than [`LATE_BOUND_S`] after its time, or after
-//!    the end of a database fault that covered it.
+//!    the end of a database fault that covered it. Every fire made its task, and no other fire
+//!    the same task.
 //! 2. Tasks: every task ended and every accepted submission is a task; a task failed only as the
 //!    workload makes it fail (never: every job succeeds by its last attempt) or after an attempt
 //!    lost for a reason the ledger explains; killed only when a kill was asked for. A noop task
-//!    (nothing to run, never `running`) succeeded at its first attempt, with one attempt row.
+//!    (nothing to run, never `running`) succeeded at its first attempt, with one attempt row. A
+//!    task that `requests_recovery` never fails for a lost attempt (each loss makes it run again).
 //! 3. Runs: the side-effect log and the attempts agree both ways (every attempt that ran a
 //!    command has its start, every start an attempt); no attempt started twice, and no task ran
 //!    two attempts at once, judged from the log; every attempt was closed, at most one
 //!    succeeded, a task ran again only after an attempt that allowed it; an attempt was lost only
-//!    when its worker was killed, terminated, frozen or cut off from PostgreSQL around it.
+//!    when its worker was killed, terminated, frozen or cut off from PostgreSQL around it, and
+//!    never recorded as "never ran" when its command logged a start.
 //! 4. One at a time: non-concurrent jobs never had two live tasks, nor two running commands.
 //! 5. The diamond, fed for the whole run: each downstream job ran once, successfully, for each
 //!    whole minute the feed covered, and the join after both its upstreams had ended.
@@ -31,11 +34,13 @@
 //! | 1b | the engine and plain arithmetic disagree on a trigger's times |
 //! | 1c | a fire at a time the schedule does not have |
 //! | 1d | a scheduled time that never fired |
+//! | 1e | a fire whose task is missing, or shared with another fire |
 //! | 2a | a task that never ended |
 //! | 2b | an accepted submission that is no task |
 //! | 2c | a failure nothing explains |
 //! | 2d | a kill nobody asked for |
 //! | 2e | a noop task not done at its first attempt |
+//! | 2f | a `requests_recovery` task that ended failed because an attempt was lost |
 //! | 3a | an attempt that ran its command without its log lines |
 //! | 3b | a command logged for no attempt |
 //! | 3c | an attempt lost while its worker was fine |
@@ -44,6 +49,7 @@
 //! | 3f | an attempt never closed |
 //! | 3g | two succeeded attempts of a task |
 //! | 3h | a task run again after an attempt that did not allow it |
+//! | 3i | an attempt recorded as never run whose command logged its start |
 //! | 4a | two live tasks of a non-concurrent job |
 //! | 4b | two commands of a non-concurrent job at once |
 //! | 5a | a diamond job's minute without one succeeded task |
@@ -150,10 +156,12 @@ pub async fn check(evidence: &Evidence<'_>) -> Result<(Totals, Vec<String>)> {
         .await?;
     totals.latest_fire_ms = fires_on_time(evidence, &mut violations).await?;
     every_fire_made(evidence, &mut violations).await?;
+    every_fire_one_task(store, &mut violations).await?;
     every_task_ended(evidence, &mut violations).await?;
     log_matches_attempts(store, &runs, &mut violations).await?;
     nothing_ran_twice(store, &runs, &mut violations).await?;
     totals.lost = losses_explained(evidence, &mut violations).await?;
+    never_ran_means_never_started(store, &runs, &mut violations).await?;
     one_at_a_time(store, &runs, &mut violations).await?;
     diamond_fed_all_run(evidence, &mut violations).await?;
     let unsent = chime_core::store::outbox::unsent_count(store).await?;
@@ -300,6 +308,33 @@ async fn every_fire_made(evidence: &Evidence<'_>, violations: &mut Vec<String>) 
     Ok(())
 }
 
+/// Invariant 1: every fire made its task, in its transaction, and no two fires share one.
+async fn every_fire_one_task(store: &Store, violations: &mut Vec<String>) -> Result<()> {
+    let taskless: Vec<(i64, Option<Uuid>)> = sqlx::query_as(
+        "SELECT f.id, f.task_id FROM fired_triggers f LEFT JOIN tasks t ON t.id = f.task_id
+         WHERE f.state = 'fired' AND t.id IS NULL ORDER BY f.id LIMIT 5",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    if !taskless.is_empty() {
+        violations.push(format!(
+            "1e: fires whose task does not exist (fire, task): {taskless:?}"
+        ));
+    }
+    let shared: Vec<(Uuid, i64)> = sqlx::query_as(
+        "SELECT task_id, count(*) FROM fired_triggers WHERE task_id IS NOT NULL
+         GROUP BY task_id HAVING count(*) > 1 LIMIT 5",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    if !shared.is_empty() {
+        violations.push(format!(
+            "1e: tasks made by more than one fire (task, fires): {shared:?}"
+        ));
+    }
+    Ok(())
+}
+
 /// The fire times of a simple or second-based calendar-interval trigger, counted without the
 /// engine: its start plus whole intervals, less the seconds the workload's calendar excludes
 /// (the last ten of every minute). None for the other kinds.
@@ -364,6 +399,18 @@ async fn every_task_ended(evidence: &Evidence<'_>, violations: &mut Vec<String>)
         violations.push(format!(
             "{check}: task {id} ({job:?}) ended {status} ({reason:?}), which nothing in the run \
              explains"
+        ));
+    }
+    // A loss re-runs a task that requests recovery, whatever its failed budget.
+    let unrecovered: Vec<(Uuid, Option<String>)> = sqlx::query_as(
+        "SELECT t.id, j.name FROM tasks t LEFT JOIN jobs j ON j.id = t.job_id
+         WHERE t.requests_recovery AND t.status = 'failed' AND t.reason = 'lost'",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    for (id, job) in unrecovered {
+        violations.push(format!(
+            "2f: task {id} ({job:?}) requests recovery but ended failed for a lost attempt"
         ));
     }
     // Nothing can happen to a noop while it "runs", so no fault may cost it an attempt.
@@ -496,6 +543,34 @@ async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>)
         ));
     }
     Ok(lost.len())
+}
+
+/// Invariant 3: an attempt recorded as never run (its worker let it go before starting its
+/// command) has no start in the log: otherwise a command ran that recovery took for not run.
+async fn never_ran_means_never_started(
+    store: &Store,
+    runs: &BTreeMap<(Uuid, i32), Run>,
+    violations: &mut Vec<String>,
+) -> Result<()> {
+    let never_ran: Vec<(Uuid, i32)> = sqlx::query_as(
+        "SELECT task_id, attempt FROM task_attempts
+         WHERE outcome = 'lost' AND error LIKE '%never ran%'",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    let started: Vec<String> = never_ran
+        .iter()
+        .filter(|key| runs.get(key).is_some_and(|run| !run.starts.is_empty()))
+        .map(|(task, attempt)| format!("{task}/{attempt}"))
+        .collect();
+    if !started.is_empty() {
+        violations.push(format!(
+            "3i: {} attempts recorded as never run logged a start, e.g. {:?}",
+            started.len(),
+            &started[..started.len().min(5)]
+        ));
+    }
+    Ok(())
 }
 
 /// Invariant 3: No attempt ran twice, no task ran twice at the same time, a task ran again only after an

@@ -84,7 +84,7 @@ enum SeenChange {
 }
 
 /// How many cases there are: one for every sub-check.
-const EXPECTED: usize = 25;
+const EXPECTED: usize = 28;
 
 /// Runs every case; returns the lines to print and whether every case was reported.
 pub async fn run(evidence: &Evidence<'_>) -> Result<(Vec<String>, bool)> {
@@ -241,6 +241,25 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
             ),
         )
     }));
+    // A fire's task taken away (the fire now points at no task).
+    let fire_task: Option<(i64, Uuid)> = one(
+        evidence,
+        "SELECT id, task_id FROM fired_triggers WHERE state = 'fired' AND task_id IS NOT NULL
+         ORDER BY sched_time LIMIT 1"
+            .into(),
+    )
+    .await?;
+    cases.push(fire_task.map(|(id, task)| {
+        Case::sql(
+            "1e:",
+            "(a fire whose task does not exist)",
+            format!(
+                "UPDATE fired_triggers SET task_id = '{}' WHERE id = {id}",
+                Uuid::now_v7()
+            ),
+            format!("UPDATE fired_triggers SET task_id = '{task}' WHERE id = {id}"),
+        )
+    }));
     // 2: a succeeded task, left ready; failed for no reason; killed unasked.
     let task: Option<(Uuid, Option<String>)> = one(
         evidence,
@@ -291,6 +310,24 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
             .into(),
     )
     .await?;
+    let recovering: Option<(Uuid, Option<String>)> = one(
+        evidence,
+        "SELECT id, reason FROM tasks WHERE requests_recovery AND status = 'succeeded'
+         AND kill_requested_at IS NULL ORDER BY id LIMIT 1"
+            .into(),
+    )
+    .await?;
+    cases.push(recovering.map(|(id, was)| {
+        Case::sql(
+            "2f:",
+            "(a task that requests recovery failed for a lost attempt)",
+            format!("UPDATE tasks SET status = 'failed', reason = 'lost' WHERE id = '{id}'"),
+            format!(
+                "UPDATE tasks SET status = 'succeeded', reason = {} WHERE id = '{id}'",
+                reason(&was)
+            ),
+        )
+    }));
     cases.push(noop.map(|(id,)| {
         Case::sql(
             "2e:",
@@ -406,6 +443,21 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
             "(a task run again after an attempt that did not allow it)",
             format!("UPDATE tasks SET attempt = attempt + 1 WHERE id = '{task}'"),
             format!("UPDATE tasks SET attempt = attempt - 1 WHERE id = '{task}'"),
+        )
+    }));
+    // Its succeeded attempt, which logged its start, recorded as never run.
+    cases.push(ran.as_ref().map(|(task, attempt, _, _)| {
+        Case::sql(
+            "3i:",
+            "(an attempt recorded as never run that logged a start)",
+            format!(
+                "UPDATE task_attempts SET outcome = 'lost', error = 'its worker never ran it (self-test)'
+                 WHERE task_id = '{task}' AND attempt = {attempt}"
+            ),
+            format!(
+                "UPDATE task_attempts SET outcome = 'succeeded', error = NULL
+                 WHERE task_id = '{task}' AND attempt = {attempt}"
+            ),
         )
     }));
     // 4: the second task of a non-concurrent job started before the first ended.
