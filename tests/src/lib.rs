@@ -437,6 +437,28 @@ pub async fn dead_letters_at(amqp_url: &str, topology: &chime_core::bus::Topolog
     Ok(i64::from(dead))
 }
 
+/// Takes every message out of the dead-letter queue of the installation at `amqp_url` and
+/// returns their bodies, in the queue's order.
+pub async fn dead_letter_bodies_at(
+    amqp_url: &str,
+    topology: &chime_core::bus::Topology,
+) -> Result<Vec<Vec<u8>>> {
+    let conn = lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await?;
+    let channel = conn.create_channel().await?;
+    let mut bodies = Vec::new();
+    while let Some(message) = channel
+        .basic_get(
+            topology.dead_exchange().into(),
+            lapin::options::BasicGetOptions { no_ack: true },
+        )
+        .await?
+    {
+        bodies.push(message.delivery.data);
+    }
+    let _ = conn.close(200, "done".into()).await;
+    Ok(bodies)
+}
+
 /// Takes every message out of an installation's dead-letter queue and returns their reasons
 /// (`x-chime-reason`).
 pub async fn dead_letter_reasons(topology: &chime_core::bus::Topology) -> Result<Vec<String>> {

@@ -228,20 +228,36 @@ impl Cluster {
         tree
     }
 
-    /// A worker's guard: the other process that holds one of its pipes, running the same
-    /// program.
+    /// A worker's guard: the process, running the same program and none of the services, that
+    /// holds a pipe of the worker's which nobody else does. Pipes the harness handed every
+    /// service (cargo's jobserver, inherited) are left out: through one of those, a worker with
+    /// the same command line looked like another's guard, and was killed in its place.
     pub fn guard(&self, i: usize) -> Option<u32> {
         let worker = self.pid(i)?;
         let cmdline = std::fs::read(format!("/proc/{worker}/cmdline")).ok()?;
-        let pipes = pipes_of(worker);
+        let services: Vec<u32> = (0..self.len()).filter_map(|s| self.pid(s)).collect();
+        let inherited = pipes_of(std::process::id());
+        let pipes: Vec<String> = pipes_of(worker)
+            .into_iter()
+            .filter(|p| !inherited.contains(p))
+            .collect();
         if pipes.is_empty() {
             return None;
         }
-        parents().into_iter().map(|(pid, _)| pid).find(|pid| {
-            *pid != worker
-                && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == cmdline)
-                && pipes_of(*pid).iter().any(|p| pipes.contains(p))
-        })
+        let holders: Vec<u32> = parents()
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .filter(|pid| *pid != worker && !services.contains(pid))
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == cmdline)
+                    && pipes_of(*pid).iter().any(|p| pipes.contains(p))
+            })
+            .collect();
+        // Exactly one, or none: never a guess.
+        match holders[..] {
+            [guard] => Some(guard),
+            _ => None,
+        }
     }
 
     /// Freezes (SIGSTOP) or thaws (SIGCONT) the processes `pids`, in that order.

@@ -22,7 +22,8 @@
 //!    never recorded as "never ran" when its command logged a start.
 //! 4. One at a time: non-concurrent jobs never had two live tasks, nor two running commands.
 //! 5. The diamond, fed for the whole run: each downstream job ran once, successfully, for each
-//!    whole minute the feed covered, and the join after both its upstreams had ended.
+//!    whole minute the feed covered, each fold after every feed of its minute had ended, and the
+//!    join after both its upstreams had ended.
 //! 6. Nothing left: every outbox row published, and only the poison messages dead-lettered.
 //!
 //! Each violation starts with the sub-check that found it, and `--self-test` plants a case for
@@ -55,6 +56,7 @@
 //! | 5a | a diamond job's minute without one succeeded task |
 //! | 5b | the join started before its upstreams ended |
 //! | 5c | the feed covered no whole minute |
+//! | 5d | a fold started before the last feed of its minute ended |
 //! | 6a | an outbox row never published |
 //! | 6b | poison messages the run could not send |
 //! | 6c | dead letters other than the poison messages |
@@ -70,7 +72,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::faults::Ledger;
-use crate::workload::{CHAOS_GROUP, DIAMOND, FEED, ONE_AT_A_TIME, POISON};
+use crate::workload::{CHAOS_GROUP, DIAMOND, FEED, ONE_AT_A_TIME, POISON, poison_body};
 
 /// How many invariants there are.
 pub const COUNT: usize = 6;
@@ -87,8 +89,8 @@ pub struct Evidence<'a> {
     pub paused_at: Timestamp,
     /// Accepted submissions.
     pub submitted: &'a [Uuid],
-    /// Messages in the dead-letter queue.
-    pub dead_letters: i64,
+    /// The bodies of the messages in the dead-letter queue.
+    pub dead_letters: &'a [Vec<u8>],
     /// Poison messages confirmed, and sent at all.
     pub poison: (i64, i64),
     /// The faults.
@@ -174,11 +176,24 @@ pub async fn check(evidence: &Evidence<'_>) -> Result<(Totals, Vec<String>)> {
             "6b: the run could send only {confirmed} of its {POISON} poison messages"
         ));
     }
-    if evidence.dead_letters < confirmed || evidence.dead_letters > sent {
+    // Message by message: each dead letter is a poison message (one whose confirm a fault took
+    // may be there twice), and each poison message the broker confirmed is there.
+    let strangers: Vec<String> = evidence
+        .dead_letters
+        .iter()
+        .filter(|body| !(0..POISON).any(|n| poison_body(n) == **body))
+        .map(|body| String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned())
+        .collect();
+    let missing: Vec<i64> = (0..confirmed)
+        .filter(|n| !evidence.dead_letters.contains(&poison_body(*n)))
+        .collect();
+    if !strangers.is_empty() || !missing.is_empty() || evidence.dead_letters.len() as i64 > sent {
         violations.push(format!(
-            "6c: {} dead letters, but the run sent {confirmed} poison messages (up to {sent} with \
-             those whose confirm a fault took)",
-            evidence.dead_letters
+            "6c: {} dead letters for {confirmed} poison messages confirmed ({sent} sent): {} not \
+             poison, e.g. {:?}; poison messages missing: {missing:?}",
+            evidence.dead_letters.len(),
+            strangers.len(),
+            &strangers[..strangers.len().min(3)]
         ));
     }
     Ok((totals, violations))
@@ -706,6 +721,14 @@ async fn diamond_fed_all_run(evidence: &Evidence<'_>, violations: &mut Vec<Strin
     let mut minutes = 0;
     while minute + SignedDuration::from_secs(60) <= end {
         minutes += 1;
+        let fed_until: Option<jiff_sqlx::Timestamp> = sqlx::query_scalar(
+            "SELECT max(t.finished_at) FROM tasks t JOIN jobs j ON j.id = t.job_id
+             WHERE j.name = $1 AND t.data_time >= $2 AND t.data_time < $2 + interval '1 minute'",
+        )
+        .bind(FEED)
+        .bind(jiff_sqlx::Timestamp::from(minute))
+        .fetch_one(store.pool())
+        .await?;
         let mut ended = Vec::new();
         for job in DIAMOND {
             let tasks: Vec<(
@@ -726,6 +749,18 @@ async fn diamond_fed_all_run(evidence: &Evidence<'_>, violations: &mut Vec<Strin
             if statuses != ["succeeded"] {
                 violations.push(format!(
                     "5a: {job} for {minute}: tasks {statuses:?}, not one that succeeded"
+                ));
+            }
+            // A fold reads its minute's feeds: it may start only once the last of them ended.
+            if let (Some(fed_until), Some((_, Some(started), _))) = (&fed_until, tasks.first())
+                && job != DIAMOND[2]
+                && started.to_jiff() < fed_until.to_jiff()
+            {
+                violations.push(format!(
+                    "5d: {job} for {minute} started at {}, before the last feed of its minute \
+                     ended ({})",
+                    started.to_jiff(),
+                    fed_until.to_jiff()
                 ));
             }
             ended.push(tasks.first().map(|t| {

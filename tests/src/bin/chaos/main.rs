@@ -281,7 +281,7 @@ async fn exercise(
     if let Err(error) = settled {
         say(started, &format!("{error:#}; checking anyway"));
     }
-    let dead_letters = chime_tests::dead_letters_at(&cluster.amqp_url(), &topology).await?;
+    let dead_letters = chime_tests::dead_letter_bodies_at(&cluster.amqp_url(), &topology).await?;
     let submitted = activity
         .lock()
         .map(|a| a.submitted.clone())
@@ -294,7 +294,7 @@ async fn exercise(
         log,
         paused_at: paused_at.to_jiff(),
         submitted: &submitted,
-        dead_letters,
+        dead_letters: &dead_letters,
         poison,
         faults: &faults,
     };

@@ -84,7 +84,7 @@ enum SeenChange {
 }
 
 /// How many cases there are: one for every sub-check.
-const EXPECTED: usize = 28;
+const EXPECTED: usize = 29;
 
 /// Runs every case; returns the lines to print and whether every case was reported.
 pub async fn run(evidence: &Evidence<'_>) -> Result<(Vec<String>, bool)> {
@@ -115,7 +115,9 @@ pub async fn run(evidence: &Evidence<'_>) -> Result<(Vec<String>, bool)> {
             }
         }
         let extra_submission = [evidence.submitted, &[Uuid::now_v7()]].concat();
-        let (confirmed, sent) = evidence.poison;
+        let stranger = br#"{"v":1,"kind":"shell","spec":{"command":["true"]}}"#.to_vec();
+        let extra_dead_letter = [evidence.dead_letters, &[stranger]].concat();
+        let (_, sent) = evidence.poison;
         let seen = match case.seen {
             SeenChange::None => Evidence { ..*evidence },
             SeenChange::ExtraSubmission => Evidence {
@@ -127,7 +129,7 @@ pub async fn run(evidence: &Evidence<'_>) -> Result<(Vec<String>, bool)> {
                 ..*evidence
             },
             SeenChange::ExtraDeadLetter => Evidence {
-                dead_letters: sent.max(confirmed) + 1,
+                dead_letters: &extra_dead_letter,
                 ..*evidence
             },
         };
@@ -556,6 +558,33 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
             "(the feed covered no whole minute)",
             format!("UPDATE triggers SET end_time = start_time + interval '30 s' WHERE id = {id}"),
             format!("UPDATE triggers SET end_time = '{end}'::timestamptz WHERE id = {id}"),
+        )
+    }));
+    // A feed of a fold's minute (its second, inside the checked span) made to end an hour later.
+    let fed: Option<(Uuid,)> = one(
+        evidence,
+        format!(
+            "SELECT f.id FROM tasks f JOIN jobs fj ON fj.id = f.job_id
+             WHERE fj.name = '{FEED}' AND f.finished_at IS NOT NULL
+               AND date_trunc('minute', f.data_time) = (
+                   SELECT t.data_time FROM tasks t JOIN jobs j ON j.id = t.job_id
+                   WHERE j.name = '{}' AND t.status = 'succeeded'
+                   ORDER BY t.data_time OFFSET 1 LIMIT 1)
+             LIMIT 1",
+            DIAMOND[0]
+        ),
+    )
+    .await?;
+    cases.push(fed.map(|(id,)| {
+        Case::sql(
+            "5d:",
+            "(a fold started before the last feed of its minute ended)",
+            format!(
+                "UPDATE tasks SET finished_at = finished_at + interval '1 hour' WHERE id = '{id}'"
+            ),
+            format!(
+                "UPDATE tasks SET finished_at = finished_at - interval '1 hour' WHERE id = '{id}'"
+            ),
         )
     }));
     // 6: an outbox row never published (the services are stopped by now); too few poison

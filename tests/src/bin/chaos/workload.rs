@@ -35,6 +35,11 @@ pub const DIAMOND: [&str; 3] = ["fold-b", "fold-c", "fold-d"];
 /// How many poison messages the run sends on purpose.
 pub const POISON: i64 = 2;
 
+/// The body of poison message `n` (0-based): no task, so it is dead-lettered.
+pub fn poison_body(n: i64) -> Vec<u8> {
+    format!("this is not a task ({n})").into_bytes()
+}
+
 /// A command that logs its start, an `alive` line every 0.2 s for `seconds`, then runs `tail` and
 /// logs its end: `start|alive|end TASK ATTEMPT JOB EPOCH_NS`. An attempt's last line is the last
 /// moment it was known to run, so two attempts of a task that ran at once show.
@@ -324,7 +329,7 @@ pub async fn ad_hoc(
                     channel,
                     &topology.submit_exchange(),
                     &topology.submit_exchange(),
-                    format!("this is not a task ({confirmed})").as_bytes(),
+                    &poison_body(confirmed),
                     FieldTable::default(),
                 ),
             )
