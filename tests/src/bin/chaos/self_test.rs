@@ -560,7 +560,8 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
             format!("UPDATE triggers SET end_time = '{end}'::timestamptz WHERE id = {id}"),
         )
     }));
-    // A feed of a fold's minute (its second, inside the checked span) made to end an hour later.
+    // A feed of the first fold's minute (the feed starts on a whole minute: inside the checked
+    // span) made to end an hour later.
     let fed: Option<(Uuid,)> = one(
         evidence,
         format!(
@@ -569,7 +570,7 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
                AND date_trunc('minute', f.data_time) = (
                    SELECT t.data_time FROM tasks t JOIN jobs j ON j.id = t.job_id
                    WHERE j.name = '{}' AND t.status = 'succeeded'
-                   ORDER BY t.data_time OFFSET 1 LIMIT 1)
+                   ORDER BY t.data_time LIMIT 1)
              LIMIT 1",
             DIAMOND[0]
         ),
