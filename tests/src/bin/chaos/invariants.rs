@@ -220,13 +220,7 @@ async fn fires_on_time(evidence: &Evidence<'_>, violations: &mut Vec<String>) ->
         let (scheduled, fired) = (scheduled.to_jiff(), fired.to_jiff());
         let by = fired.duration_since(scheduled).as_millis() as i64;
         latest = latest.max(by);
-        let allowed = windows
-            .iter()
-            .filter(|(from, to)| *from - bound <= scheduled && scheduled <= *to)
-            .map(|(_, to)| *to + bound)
-            .max()
-            .unwrap_or(scheduled + bound)
-            .max(scheduled + bound);
+        let allowed = fire_deadline(scheduled, bound, &windows);
         if fired > allowed {
             late.push(format!("{trigger} at {scheduled} fired {by} ms late"));
         }
@@ -240,6 +234,29 @@ async fn fires_on_time(evidence: &Evidence<'_>, violations: &mut Vec<String>) ->
         ));
     }
     Ok(latest)
+}
+
+/// When a fire scheduled at `scheduled` must have been made: `bound` after its time, or after
+/// the end of a database fault that began before that deadline and ended after the fire's time
+/// — and so on, since a fault that began while an earlier one still held the fire holds it
+/// too (a PostgreSQL too slow to fire, then stopped before it caught up).
+fn fire_deadline(
+    scheduled: Timestamp,
+    bound: SignedDuration,
+    windows: &[(Timestamp, Timestamp)],
+) -> Timestamp {
+    let mut deadline = scheduled + bound;
+    loop {
+        let later = windows
+            .iter()
+            .filter(|(from, to)| *from <= deadline && scheduled <= *to)
+            .map(|(_, to)| *to + bound)
+            .fold(deadline, Timestamp::max);
+        if later == deadline {
+            return deadline;
+        }
+        deadline = later;
+    }
 }
 
 /// Invariant 1: every scheduled time fired, none that is not scheduled (from each periodic
@@ -821,4 +838,22 @@ fn read_log(path: &Path) -> Result<BTreeMap<(Uuid, i32), Run>> {
         }
     }
     Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_that_began_while_another_held_a_fire_extends_its_deadline() {
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let bound = SignedDuration::from_secs(15);
+        // Held by a slow database (10..60), then a stop that began before 60 + 15 (70..100).
+        let windows = [(at(10), at(60)), (at(70), at(100)), (at(500), at(600))];
+        assert_eq!(fire_deadline(at(20), bound, &windows), at(115));
+        // No fault near it: its own bound.
+        assert_eq!(fire_deadline(at(300), bound, &windows), at(315));
+        // A fault that began after its deadline does not excuse it.
+        assert_eq!(fire_deadline(at(470), bound, &windows), at(485));
+    }
 }

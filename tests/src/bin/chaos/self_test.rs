@@ -190,12 +190,12 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
     cases.push(fire.map(|(id,)| {
         Case::sql(
             "1a:",
-            "(a fire made 60 s late)",
+            "(a fire made an hour late)",
             format!(
-                "UPDATE fired_triggers SET fired_time = fired_time + interval '60 s' WHERE id = {id}"
+                "UPDATE fired_triggers SET fired_time = fired_time + interval '1 hour' WHERE id = {id}"
             ),
             format!(
-                "UPDATE fired_triggers SET fired_time = fired_time - interval '60 s' WHERE id = {id}"
+                "UPDATE fired_triggers SET fired_time = fired_time - interval '1 hour' WHERE id = {id}"
             ),
         )
     }));
