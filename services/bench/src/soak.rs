@@ -137,9 +137,22 @@ async fn soak(
     }
     let sent = submitting.await??;
     let end_kb = rss_kb(pid);
-    // Let what was submitted end, then idle.
+    // Stop the triggers (each fires a second and more ahead), let what was made end, then idle.
     let deadline = Instant::now() + Duration::from_secs(120);
-    while unfinished(installation).await? > 0 && Instant::now() < deadline {
+    loop {
+        sqlx::query(
+            "UPDATE triggers SET state = 'paused'
+             WHERE state = 'waiting' AND job_id IN (SELECT id FROM jobs WHERE name = 'soak')",
+        )
+        .execute(installation.store.pool())
+        .await?;
+        let left = unfinished(installation).await?;
+        if left == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{left} tasks had not ended 120 s after the load stopped").into());
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let tasks = made(installation).await?;

@@ -782,9 +782,13 @@ async fn run(cli: Cli) -> Result<()> {
             triggers,
             warmup,
         }) => {
-            if rate == 0 || warmup + 30 > seconds || triggers > 10_000 {
+            if !(10..=10_000).contains(&rate)
+                || warmup.saturating_add(30) > seconds
+                || triggers > 10_000
+            {
                 return Err(BadInput(
-                    "--rate must be at least 1, --seconds at least --warmup + 30, --triggers at most 10000"
+                    "--rate must be between 10 and 10000, --seconds at least --warmup + 30, \
+                     --triggers at most 10000"
                         .into(),
                 )
                 .into());

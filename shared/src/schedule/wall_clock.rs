@@ -159,9 +159,11 @@ impl ClockChange {
                 last_before(self.to)
             )
         } else {
+            // The repeated wall times are on the day the clocks are set back to (a change at
+            // midnight sets them back into the day before).
             format!(
                 "{} {zone}: clocks go back {amount} at {} to {}; wall times {}-{} occur twice that day",
-                self.from.date(),
+                self.to.date(),
                 hm(self.from),
                 hm(self.to),
                 hm(self.to),
@@ -261,5 +263,21 @@ mod tests {
             ]
         );
         assert!(super::clock_changes(&TimeZone::UTC, from, to).is_empty());
+        // Cairo sets its clocks back at midnight: the repeated hour is the evening before.
+        let cairo = TimeZone::get("Africa/Cairo").unwrap();
+        let back: Vec<String> = super::clock_changes(
+            &cairo,
+            "2026-10-01T00:00:00Z".parse().unwrap(),
+            "2026-11-30T00:00:00Z".parse().unwrap(),
+        )
+        .iter()
+        .map(|c| c.describe("Africa/Cairo"))
+        .collect();
+        assert_eq!(
+            back,
+            [
+                "2026-10-29 Africa/Cairo: clocks go back 1 h at 00:00 to 23:00; wall times 23:00-23:59:59 occur twice that day"
+            ]
+        );
     }
 }

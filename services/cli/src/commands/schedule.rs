@@ -66,7 +66,10 @@ pub fn run(args: PreviewArgs) -> Result<()> {
     let mut out = String::with_capacity(fires.len() * 48);
     let zone_name = trigger.time_zone();
     let zone = named_zone(zone_name).filter(|_| !args.utc);
-    let mut after = fires.first().copied().unwrap_or(now);
+    // Clock changes from when the schedule begins (now, or its start if later) are named, so
+    // a fire a change skips before the first one printed is not passed over in silence.
+    let begins = trigger.start_time().map_or(now, |start| start.max(now));
+    let mut after = fires.first().map_or(now, |first| begins.min(*first));
     for fire in fires {
         match &zone {
             None => out.push_str(&format_fire_time(fire)),

@@ -115,7 +115,7 @@ impl Ledger {
 #[derive(Debug, Clone)]
 enum Undo {
     Thaw(usize),
-    /// A service and the rest of its tree (pids, in the order they were frozen).
+    /// A service and the rest of its tree (pids, its guard first).
     ThawTree(usize, Vec<u32>),
     Heal(usize),
     Broker,
@@ -215,7 +215,14 @@ impl Injector {
         for lasting in due {
             match lasting.undo {
                 Undo::Thaw(i) => cluster.freeze(i, false),
-                Undo::ThawTree(_, pids) => Cluster::freeze_pids(&pids, false),
+                // The guard first (its list begins with it), the rest a moment later: a guard
+                // whose deadline passed kills the commands before they run on beside a re-run.
+                Undo::ThawTree(_, pids) => {
+                    let (guard, rest) = pids.split_at(pids.len().min(1));
+                    Cluster::freeze_pids(guard, false);
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    Cluster::freeze_pids(rest, false);
+                }
                 Undo::Heal(i) => cluster.heal(i),
                 Undo::Broker => cluster.cut_broker(false),
                 Undo::PostgresUp => cluster.pg.resume().await?,
@@ -304,7 +311,8 @@ impl Injector {
                     }
                 ))
             }
-            16..=17 if !self.database_busy() => {
+            // The proxies have one mode: a slow period would end a partition or refusal early.
+            16..=17 if !self.database_busy() && partitioned == 0 => {
                 let by = rng.millis(30, 150);
                 let lasting = rng.millis(10_000, 20_000);
                 let record = self.begin("pg_slow", cluster, None);
@@ -368,7 +376,7 @@ impl Injector {
                     cluster.name(victim)
                 ))
             }
-            24 if !self.database_busy() => {
+            24 if !self.database_busy() && partitioned == 0 => {
                 let by = rng.millis(450, 900);
                 let lasting = rng.millis(8000, 15_000);
                 let record = self.begin("pg_slow_past_lease", cluster, None);
@@ -379,7 +387,16 @@ impl Injector {
                 ))
             }
             25 => {
-                let frozen = self.frozen();
+                // Alone-frozen processes only: a whole tree is killed whole (docker kill), which
+                // kill -9 of its worker is not.
+                let frozen: Vec<usize> = self
+                    .lasting
+                    .iter()
+                    .filter_map(|l| match l.undo {
+                        Undo::Thaw(i) => Some(i),
+                        _ => None,
+                    })
+                    .collect();
                 if frozen.is_empty() {
                     return Ok("(skipped: nobody is frozen)".into());
                 }
@@ -420,9 +437,29 @@ impl Injector {
         };
         let lasting = rng.millis(5000, 30_000);
         let record = self.begin("tree_pause", cluster, Some(victim));
-        // The worker first, so it sees nothing of the rest stopping.
-        let tree = cluster.tree(victim);
-        Cluster::freeze_pids(&tree, true);
+        // The worker first, so it sees nothing of the rest stopping and starts nothing more
+        // while its tree is listed; then the rest, listed again until nothing new appears.
+        cluster.freeze(victim, true);
+        let mut tree = Vec::new();
+        loop {
+            let found: Vec<u32> = cluster
+                .tree(victim)
+                .into_iter()
+                .filter(|pid| !tree.contains(pid))
+                .collect();
+            if found.is_empty() {
+                break;
+            }
+            Cluster::freeze_pids(&found, true);
+            tree.extend(found);
+        }
+        // Thawed guard first (see `tick`).
+        if let Some(guard) = cluster.guard(victim)
+            && let Some(at) = tree.iter().position(|pid| *pid == guard)
+        {
+            tree.remove(at);
+            tree.insert(0, guard);
+        }
         let size = tree.len();
         self.last(record, lasting, Undo::ThawTree(victim, tree));
         Ok(format!(
