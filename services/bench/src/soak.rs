@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use chime_core::config::Settings;
 
 use crate::installation::{BenchResult, Installation};
-use crate::submit::{peak_rss_kb, rss_kb, spawn_up, stop, wait_ready};
+use crate::submit::{peak_rss_kb, rss_kb, spawn_up_on_free_port, stop, wait_ready};
 
 /// What one run measured.
 #[derive(Debug, Clone)]
@@ -77,11 +77,7 @@ pub async fn run(
 ) -> BenchResult<Figures> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let installation = Installation::create(settings, "soak").await?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let base = format!("http://127.0.0.1:{port}");
-    let up = spawn_up(installation.settings(), port)?;
+    let (base, up) = spawn_up_on_free_port(installation.settings())?;
     let load = Load {
         rate,
         seconds,

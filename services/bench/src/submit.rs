@@ -126,11 +126,7 @@ pub async fn run(
 ) -> BenchResult<Figures> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let installation = Installation::create(settings, "submit").await?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let base = format!("http://127.0.0.1:{port}");
-    let up = spawn_up(installation.settings(), port)?;
+    let (base, up) = spawn_up_on_free_port(installation.settings())?;
     let result = measure(&installation, &base, via, count, clients, &up).await;
     stop(up).await;
     installation.finish().await?;
@@ -488,7 +484,21 @@ pub(crate) fn metric_sum(text: &str, name: &str, label: Option<&str>) -> f64 {
         .sum()
 }
 
-pub(crate) fn spawn_up(settings: &Settings, port: u16) -> BenchResult<tokio::process::Child> {
+/// A `chime up` on the installation of `settings`, its API on a free loopback port; returns the
+/// API's base URL and the process.
+pub(crate) fn spawn_up_on_free_port(
+    settings: &Settings,
+) -> BenchResult<(String, tokio::process::Child)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    Ok((
+        format!("http://127.0.0.1:{port}"),
+        spawn_up(settings, port)?,
+    ))
+}
+
+fn spawn_up(settings: &Settings, port: u16) -> BenchResult<tokio::process::Child> {
     // CHIME_BENCH_UP_BIN measures another build's `chime up` (an earlier commit's, side by side)
     // through this benchmark's doors.
     let binary = match std::env::var_os("CHIME_BENCH_UP_BIN") {
