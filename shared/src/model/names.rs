@@ -8,7 +8,9 @@
 //! differ, and `/` because these names are segments of API and dashboard paths (every other
 //! character is percent-encoded there). Worker groups, kinds and the AMQP prefix keep the narrower
 //! rule of [`crate::config::is_valid_name`]: they become queue names and routing keys. Names are
-//! taken in their composed form (NFC, [`nfc`]), from bodies and from paths alike.
+//! taken in their composed form (NFC, [`nfc`]), from bodies and from paths alike; names an older
+//! chime stored in another form are rewritten composed by migration 0022, except one whose
+//! composed spelling already names another object, which keeps its spelling.
 
 /// The longest name, in characters, as Quartz's `VARCHAR(200)` columns.
 pub const MAX_NAME_CHARS: usize = 200;

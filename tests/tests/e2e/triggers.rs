@@ -923,3 +923,96 @@ async fn resuming_a_paused_group_follows_the_misfire_policy() -> Result<()> {
     );
     env.cleanup().await
 }
+
+/// Names stored before chime took them composed are rewritten composed on upgrade (migration
+/// 0022): a job, a calendar (with its triggers' reference), a trigger and its paused group typed
+/// in the decomposed form are found by their name afterwards. A decomposed name whose composed
+/// spelling names another job keeps its old spelling rather than taking the other's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_stored_decomposed_are_composed_on_upgrade() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let (nfd, nfc) = ("cafe\u{301}", "caf\u{e9}");
+    let (nfd_tea, nfc_tea) = ("the\u{301}", "th\u{e9}");
+    for job in ["old-cafe", "old-tea", nfc_tea] {
+        ok(&env, &["job", "create", job, "--kind", "noop"]).await?;
+    }
+    ok(
+        &env,
+        &[
+            "calendar",
+            "create",
+            "old-calendar",
+            "--definition",
+            r#"{"kind":"weekly","excluded_days":["SAT","SUN"]}"#,
+        ],
+    )
+    .await?;
+    let every = ["--every", "1h", "--calendar", "old-calendar"];
+    ok(
+        &env,
+        &[
+            &["trigger", "create", "old-trigger", "--job", "old-cafe"][..],
+            &every[..],
+        ]
+        .concat(),
+    )
+    .await?;
+    // The store as an older chime left it: every spelling as it was typed.
+    let pool = env.store.pool();
+    for (sql, name) in [
+        ("UPDATE jobs SET name = $1 WHERE name = 'old-cafe'", nfd),
+        ("UPDATE jobs SET name = $1 WHERE name = 'old-tea'", nfd_tea),
+        (
+            "UPDATE calendars SET name = $1 WHERE name = 'old-calendar'",
+            nfd,
+        ),
+        (
+            "UPDATE triggers SET name = $1, group_name = $1 WHERE name = 'old-trigger'",
+            nfd,
+        ),
+        (
+            "INSERT INTO paused_trigger_groups (group_name) VALUES ($1)",
+            nfd,
+        ),
+    ] {
+        sqlx::query(sql).bind(name).execute(pool).await?;
+    }
+    sqlx::raw_sql(include_str!("../../../migrations/0022_composed_names.sql"))
+        .execute(pool)
+        .await?;
+
+    let jobs: Vec<String> = sqlx::query_scalar("SELECT name FROM jobs ORDER BY id")
+        .fetch_all(pool)
+        .await?;
+    assert_eq!(
+        jobs,
+        [nfc, nfd_tea, nfc_tea],
+        "the taken name kept its spelling"
+    );
+    let trigger: (String, String, Option<String>) =
+        sqlx::query_as("SELECT group_name, name, calendar_name FROM triggers")
+            .fetch_one(pool)
+            .await?;
+    assert_eq!(
+        trigger,
+        (nfc.into(), nfc.into(), Some(nfc.into())),
+        "the trigger and its calendar"
+    );
+    let paused: Vec<String> = sqlx::query_scalar("SELECT group_name FROM paused_trigger_groups")
+        .fetch_all(pool)
+        .await?;
+    assert_eq!(paused, [nfc]);
+    for spelling in [nfd, nfc] {
+        let shown = ok(&env, &["job", "show", spelling, "--json"]).await?;
+        let shown: serde_json::Value = serde_json::from_str(&shown)?;
+        assert_eq!(shown["name"], nfc, "{spelling:?}: {shown}");
+        let definition = r#"{"kind":"weekly","excluded_days":["SUN"]}"#;
+        ok(
+            &env,
+            &["calendar", "update", spelling, "--definition", definition],
+        )
+        .await?;
+    }
+    env.cleanup().await
+}
