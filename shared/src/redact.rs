@@ -1,7 +1,7 @@
 //! What may be shown of a value that can carry a secret: an http(s) URL keeps its scheme, host,
 //! port and path, and loses its password and the values of its query (where receivers put their
 //! tokens), for the audit trail, `webhook list`'s errors, log lines and an http task's stored
-//! spec as readers see it.
+//! spec as readers see it; an HTTP client's error, with its causes and without its URL.
 
 /// `url` with its password and its query's values replaced by `redacted` (the query's names
 /// are kept: they say which parameter held what) and its fragment dropped. A URL that does not
@@ -27,6 +27,21 @@ pub fn http_url(text: &str) -> String {
     }
     url.set_fragment(None);
     url.to_string()
+}
+
+/// `error` and each of its causes, joined by `: `, as HTTP clients keep them (the reason a
+/// connection failed is a cause of the request's error, not in its own message). Give it the
+/// error without its URL (reqwest's `without_url`): the URL may hold a secret, and the caller
+/// shows a redacted one beside it.
+pub fn error_with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

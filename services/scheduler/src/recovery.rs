@@ -143,35 +143,47 @@ pub async fn run(
     .await
 }
 
+/// When this process first saw a worker's refusal-grace mark absent, by worker and the end of
+/// the lease it was looked for at: a lease renewed in between (a worker that came back, then
+/// stalled again) starts its count afresh, even if no pass saw it renewed.
+type AbsentSince = HashMap<(Uuid, jiff::Timestamp), Instant>;
+
 /// Looks for the refusal-grace mark of each worker whose lease ends (see
 /// `chime_core::bus::grace`), keeping in `absent_since` when this process first saw each one's
 /// absent; returns the workers whose mark has been absent long enough to declare them dead.
 async fn unmarked_workers(
     store: &Store,
     broker: &Broker,
-    absent_since: &mut HashMap<Uuid, Instant>,
+    absent_since: &mut AbsentSince,
 ) -> Result<Vec<Uuid>, StoreError> {
     let ending = workers::lease_ending(store, grace::LOOK_BEFORE_EXPIRY).await?;
-    absent_since.retain(|id, _| ending.contains(id));
+    absent_since.retain(|lease, _| ending.contains(lease));
     let connection = broker.current();
-    for id in &ending {
-        let present = match &connection {
-            Some(connection) => {
-                grace::present(connection, broker.topology(), &id.to_string()).await
+    // Asked all at once: each question may take up to its timeout on a broker in trouble.
+    let answers = futures::future::join_all(ending.iter().map(|(id, _)| {
+        let connection = connection.clone();
+        async move {
+            match connection {
+                Some(connection) => {
+                    grace::present(&connection, broker.topology(), &id.to_string()).await
+                }
+                None => None,
             }
-            None => None,
-        };
+        }
+    }))
+    .await;
+    for (lease, present) in ending.iter().zip(answers) {
         // A mark there, or a broker that cannot say: the worker may be holding a grace.
         if present == Some(false) {
-            absent_since.entry(*id).or_insert_with(Instant::now);
+            absent_since.entry(*lease).or_insert_with(Instant::now);
         } else {
-            absent_since.remove(id);
+            absent_since.remove(lease);
         }
     }
     Ok(absent_since
         .iter()
         .filter(|(_, since)| since.elapsed() >= grace::ABSENT_FOR)
-        .map(|(id, _)| *id)
+        .map(|((id, _), _)| *id)
         .collect())
 }
 
@@ -179,7 +191,7 @@ async fn unmarked_workers(
 async fn recover(
     store: &Store,
     broker: &Broker,
-    absent_since: &mut HashMap<Uuid, Instant>,
+    absent_since: &mut AbsentSince,
 ) -> Result<usize, StoreError> {
     let unmarked = unmarked_workers(store, broker, absent_since).await?;
     let mut conn = store

@@ -122,7 +122,7 @@ async fn deliver(client: &reqwest::Client, store: &Store, delivery: Delivery) {
         Ok(answer) => Some(format!("the receiver answered {}", answer.status())),
         Err(error) => Some(format!(
             "cannot reach the receiver: {}",
-            describe(error.without_url())
+            chime_core::redact::error_with_causes(&error.without_url())
         )),
     };
     let recorded = webhooks::record(store, delivery.id, delivery.attempts, error.as_deref()).await;
@@ -145,18 +145,6 @@ async fn deliver(client: &reqwest::Client, store: &Store, delivery: Delivery) {
         ),
         (Ok(_), None) => {}
     }
-}
-
-/// An error with its causes, which reqwest keeps in the source chain.
-fn describe(error: reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Looks for jobs past their success window every [`CHECK_WINDOWS`] until `shutdown`.

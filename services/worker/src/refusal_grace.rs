@@ -107,10 +107,41 @@ async fn hold(worker: Arc<Worker>, first_refusal: i64) {
             }
         }
     }
-    let _ = tokio::time::timeout(
+    let removed = tokio::time::timeout(
         Duration::from_secs(2),
         grace::remove(&channel, &topology, &id),
     )
     .await;
     let _ = channel.close(200, "grace over".into()).await;
+    if !matches!(removed, Ok(Ok(()))) {
+        // A mark left behind would make recovery wait out the whole restart grace before
+        // declaring this worker dead should it die later (safe, as its guard still ends its
+        // attempts with its lease, but ~20 s slow): remove it on a fresh channel, apart, so that
+        // a new refusal can be held meanwhile. It goes anyway with the connection.
+        tokio::spawn(remove_left_mark(connection, topology, id).in_current_span());
+    }
+}
+
+/// Retries removing a mark whose removal failed, every second for up to the restart grace.
+async fn remove_left_mark(
+    connection: Arc<lapin::Connection>,
+    topology: chime_core::bus::Topology,
+    id: String,
+) {
+    let deadline = tokio::time::Instant::now() + workers::RESTART_GRACE;
+    while tokio::time::Instant::now() < deadline && connection.status().connected() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let removed = tokio::time::timeout(Duration::from_secs(2), async {
+            let channel = connection.create_channel().await?;
+            let removed = grace::remove(&channel, &topology, &id).await;
+            let _ = channel.close(200, "grace over".into()).await;
+            removed
+        })
+        .await;
+        if matches!(removed, Ok(Ok(()))) {
+            info!("the refusal grace's mark, left by a failed removal, is removed");
+            return;
+        }
+    }
+    warn!("cannot remove the refusal grace's mark; it goes with the broker connection");
 }

@@ -93,20 +93,25 @@ pub async fn remove(channel: &Channel, topology: &Topology, worker_id: &str) -> 
 }
 
 /// Whether the worker's mark is there, as recovery asks: Some(false) only when the broker says
-/// it does not exist; None when the broker could not be asked.
+/// it does not exist; None when the broker could not be asked, or did not answer within 2 s
+/// (opening the channel included: a broker that hangs must not hold recovery).
 pub async fn present(conn: &Connection, topology: &Topology, worker_id: &str) -> Option<bool> {
+    tokio::time::timeout(Duration::from_secs(2), ask(conn, topology, worker_id))
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn ask(conn: &Connection, topology: &Topology, worker_id: &str) -> Option<bool> {
     // The broker closes a channel on either answer: one channel per question.
     let channel = conn.create_channel().await.ok()?;
-    let asked = tokio::time::timeout(
-        Duration::from_secs(2),
-        channel.queue_declare(
+    let asked = channel
+        .queue_declare(
             topology.grace_queue(worker_id).into(),
             queue_options(true),
             FieldTable::default(),
-        ),
-    )
-    .await
-    .ok()?;
+        )
+        .await;
     let answer = match asked {
         Ok(_) => Some(true),
         Err(error) => match error.kind() {
@@ -119,7 +124,10 @@ pub async fn present(conn: &Connection, topology: &Topology, worker_id: &str) ->
         },
     };
     if answer == Some(true) {
-        let _ = channel.close(200, "asked".into()).await;
+        // Not waited for: the answer is known, and a close that hangs would cost it.
+        tokio::spawn(async move {
+            let _ = channel.close(200, "asked".into()).await;
+        });
     }
     answer
 }

@@ -286,18 +286,26 @@ impl LivenessSession {
     }
 }
 
-/// The live workers whose lease has expired or expires within `within`: those whose
-/// refusal-grace mark recovery looks for (see [`crate::bus::grace`]).
-pub async fn lease_ending(store: &Store, within: Duration) -> Result<Vec<Uuid>, StoreError> {
-    sqlx::query_scalar(
-        "SELECT id FROM workers
+/// The live workers whose lease has expired or expires within `within`, each with its lease's
+/// end: those whose refusal-grace mark recovery looks for (see [`crate::bus::grace`]). A lease
+/// renewed since is another lease, whose mark is looked for afresh.
+pub async fn lease_ending(
+    store: &Store,
+    within: Duration,
+) -> Result<Vec<(Uuid, jiff::Timestamp)>, StoreError> {
+    let ending: Vec<(Uuid, jiff_sqlx::Timestamp)> = sqlx::query_as(
+        "SELECT id, lease_expires_at FROM workers
          WHERE status IN ('online', 'draining', 'disconnected')
            AND lease_expires_at < now() + make_interval(secs => $1)",
     )
     .bind(within.as_secs_f64())
     .fetch_all(store.pool())
     .await
-    .context("finding workers whose lease ends")
+    .context("finding workers whose lease ends")?;
+    Ok(ending
+        .into_iter()
+        .map(|(id, ends)| (id, ends.to_jiff()))
+        .collect())
 }
 
 /// Marks workers whose heartbeat is older than `stale_after` as `disconnected` (a heartbeat

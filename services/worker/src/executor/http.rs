@@ -41,7 +41,11 @@ pub async fn run(
             .get(RETRY_AFTER)
             .and_then(|value| value.to_str().ok())
             .and_then(parse_retry_after);
-        while let Some(chunk) = response.chunk().await.map_err(describe)? {
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| chime_core::redact::error_with_causes(&e.without_url()))?
+        {
             tail.push(&chunk);
         }
         Ok::<_, String>((status, retry_after))
@@ -131,7 +135,7 @@ async fn send(
         let response = request
             .send()
             .await
-            .map_err(|e| describe(e.without_url()))?;
+            .map_err(|e| chime_core::redact::error_with_causes(&e.without_url()))?;
         let status = response.status();
         if !spec.follow_redirects || !status.is_redirection() {
             return Ok(response);
@@ -203,18 +207,6 @@ fn build(
         Some(serde_json::Value::String(text)) => request.body(text.clone()),
         Some(json) => request.json(json),
     })
-}
-
-/// `error: …` with the causes, which reqwest keeps in the source chain.
-fn describe(error: reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn expected(spec: &HttpSpec) -> String {

@@ -147,6 +147,11 @@ fn refused_range(address: IpAddr) -> Option<&'static str> {
                 Some("a private address")
             } else if a == 100 && (64..128).contains(&b) {
                 Some("a shared (carrier-grade NAT) address")
+            } else if a == 198 && (18..20).contains(&b) {
+                // Reserved for benchmarks (RFC 2544), and used inside some networks as private.
+                Some("a benchmarking address (198.18.0.0/15)")
+            } else if a >= 240 && !v4.is_broadcast() {
+                Some("a reserved address (240.0.0.0/4)")
             } else if a == 0 {
                 Some("an address of this network (0.0.0.0/8)")
             } else if v4.is_multicast() || v4.is_broadcast() {
@@ -248,6 +253,9 @@ mod tests {
             ("::ffff:127.0.0.1", "loopback"),
             ("64:ff9b::a9fe:a9fe", "metadata"),
             ("224.0.0.1", "multicast"),
+            ("198.18.0.1", "benchmarking"),
+            ("198.19.255.254", "benchmarking"),
+            ("240.0.0.1", "reserved"),
         ] {
             let why = policy.refusal("h", ip(address));
             assert!(
@@ -256,7 +264,12 @@ mod tests {
                 "{address}: {why:?}"
             );
         }
-        for public in ["93.184.216.34", "2606:2800:220:1::1", "8.8.8.8"] {
+        for public in [
+            "93.184.216.34",
+            "2606:2800:220:1::1",
+            "8.8.8.8",
+            "198.20.0.1",
+        ] {
             assert_eq!(policy.refusal("h", ip(public)), None, "{public}");
         }
     }

@@ -20,6 +20,16 @@ use tokio::process::Child;
 /// The variable that makes this binary run as `chime` (the services it starts).
 pub const AS_CHIME: &str = "CHAOS_AS_CHIME";
 
+/// The workers: name, the group each consumes, its slots. Each group's load keeps 5–7 slots
+/// busy (`workload.rs`), so that either of its two workers alone carries it: with one frozen or
+/// killed, tasks still start on time (invariant 1g), and a backlog is a bug.
+pub const WORKERS: [(&str, &str, u32); 4] = [
+    ("worker-1", "default", 16),
+    ("worker-2", "default", 16),
+    ("worker-3", "etl", 16),
+    ("worker-4", "etl", 16),
+];
+
 /// One service process and how to start it again.
 struct Service {
     name: String,
@@ -88,10 +98,16 @@ impl Cluster {
         for n in 1..=3 {
             add(&format!("scheduler-{n}"), &["scheduler"]);
         }
-        for (n, group) in [(1, "default"), (2, "default"), (3, "etl"), (4, "etl")] {
+        for (name, group, slots) in WORKERS {
             add(
-                &format!("worker-{n}"),
-                &["worker", "--groups", group, "--concurrency", "8"],
+                name,
+                &[
+                    "worker",
+                    "--groups",
+                    group,
+                    "--concurrency",
+                    &slots.to_string(),
+                ],
             );
         }
         for n in 1..=2 {

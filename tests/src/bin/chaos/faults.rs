@@ -44,6 +44,8 @@ pub struct Record {
     pub kind: &'static str,
     /// The process it hit (its pid), if it hit one.
     pub pid: Option<u32>,
+    /// The service it hit (`worker-3`), if it hit one.
+    pub service: Option<String>,
     /// When it began.
     pub from: Timestamp,
     /// When it ended (its beginning, for an instant fault).
@@ -77,9 +79,9 @@ impl Ledger {
     }
 
     /// Whether a fault aimed at process `pid` (killed, terminated, frozen, cut off from
-    /// PostgreSQL) overlapped `[from, to]`, with `slack` either side.
-    pub fn process_faulted(&self, pid: u32, from: Timestamp, to: Timestamp, slack: i64) -> bool {
-        let slack = jiff::SignedDuration::from_secs(slack);
+    /// PostgreSQL) overlapped `[from, to]`, with `slack_ms` either side.
+    pub fn process_faulted(&self, pid: u32, from: Timestamp, to: Timestamp, slack_ms: i64) -> bool {
+        let slack = jiff::SignedDuration::from_millis(slack_ms);
         self.records.iter().any(|r| {
             r.pid == Some(pid)
                 && matches!(
@@ -97,6 +99,15 @@ impl Ledger {
                 && r.from - slack <= to
                 && from <= r.to + slack
         })
+    }
+
+    /// The windows in which RabbitMQ was away for everyone (cut or restarted).
+    pub fn broker_windows(&self) -> Vec<(Timestamp, Timestamp)> {
+        self.records
+            .iter()
+            .filter(|r| matches!(r.kind, "broker_cut" | "rabbit_restart"))
+            .map(|r| (r.from, r.to))
+            .collect()
     }
 
     /// The windows in which PostgreSQL was down or slow for everyone.
@@ -152,6 +163,7 @@ impl Injector {
         self.ledger.records.push(Record {
             kind,
             pid: target.and_then(|i| cluster.pid(i)),
+            service: target.map(|i| cluster.name(i).to_string()),
             from: now,
             to: now,
             landed: None,

@@ -8,7 +8,8 @@
 //!    elsewhere), and for simple and calendar-interval triggers also from plain arithmetic,
 //!    which must agree with it. No fire is later than [`LATE_BOUND_S`] after its time, or after
 //!    the end of a database fault that covered it. Every fire made its task, and no other fire
-//!    the same task.
+//!    the same task. Every fire's message was published, and its task started, within
+//!    [`START_BOUND_S`] of when it could be (after its time, after the faults that held it).
 //! 2. Tasks: every task ended and every accepted submission is a task; a task failed only as the
 //!    workload makes it fail (never: every job succeeds by its last attempt) or after an attempt
 //!    lost for a reason the ledger explains; killed only when a kill was asked for. A noop task
@@ -36,6 +37,8 @@
 //! | 1c | a fire at a time the schedule does not have |
 //! | 1d | a scheduled time that never fired |
 //! | 1e | a fire whose task is missing, or shared with another fire |
+//! | 1f | a fire's message published late, with nothing to hold it |
+//! | 1g | a fire's task started late after its message, with nothing to hold it |
 //! | 2a | a task that never ended |
 //! | 2b | an accepted submission that is no task |
 //! | 2c | a failure nothing explains |
@@ -44,7 +47,7 @@
 //! | 2f | a `requests_recovery` task that ended failed because an attempt was lost |
 //! | 3a | an attempt that ran its command without its log lines |
 //! | 3b | a command logged for no attempt |
-//! | 3c | an attempt lost while its worker was fine |
+//! | 3c | an attempt lost while its worker was fine (no fault of its own in the attempt's span) |
 //! | 3d | an attempt started twice |
 //! | 3e | two attempts of a task at once |
 //! | 3f | an attempt never closed |
@@ -78,6 +81,18 @@ use crate::workload::{CHAOS_GROUP, DIAMOND, FEED, ONE_AT_A_TIME, POISON, poison_
 pub const COUNT: usize = 6;
 /// How late a fire may be, in seconds, after its time or after a database fault that covered it.
 pub const LATE_BOUND_S: i64 = 15;
+
+/// How long after its time a fire's message may be published, and after that its task start,
+/// in seconds, beyond the faults that held it.
+pub const START_BOUND_S: i64 = 30;
+/// How long a relay's claim on an outbox row holds it from other relays, as `bus/relay.rs`
+/// sets it: a frozen or killed relay holds what it claimed this long at most.
+pub const RELAY_LEASE_S: i64 = 30;
+
+/// How far apart, in ms, the ledger's record of a fault and the database's record of what it
+/// did may be and still be one moment: a fault is recorded just before it is applied and just
+/// after it is lifted, and the database stamps a transaction at its start.
+pub const CLOCK_SLACK_MS: i64 = 1000;
 
 /// What the checks read.
 pub struct Evidence<'a> {
@@ -139,6 +154,20 @@ pub struct Totals {
     pub latest_fire_ms: i64,
     /// Attempts lost, each explained by a fault.
     pub lost: usize,
+    /// How long after its time (or its fire, if later) each checked fire's task first started,
+    /// in ms, in order.
+    pub start_delays_ms: Vec<i64>,
+}
+
+impl Totals {
+    /// The `q` quantile (0 to 1) of [`Totals::start_delays_ms`], 0 when there is none.
+    pub fn start_delay_ms(&self, q: f64) -> i64 {
+        let n = self.start_delays_ms.len();
+        if n == 0 {
+            return 0;
+        }
+        self.start_delays_ms[((n - 1) as f64 * q).round() as usize]
+    }
 }
 
 /// Checks every invariant; returns the totals and each violation, in full.
@@ -159,6 +188,7 @@ pub async fn check(evidence: &Evidence<'_>) -> Result<(Totals, Vec<String>)> {
     totals.latest_fire_ms = fires_on_time(evidence, &mut violations).await?;
     every_fire_made(evidence, &mut violations).await?;
     every_fire_one_task(store, &mut violations).await?;
+    totals.start_delays_ms = fires_started(evidence, &mut violations).await?;
     every_task_ended(evidence, &mut violations).await?;
     log_matches_attempts(store, &runs, &mut violations).await?;
     nothing_ran_twice(store, &runs, &mut violations).await?;
@@ -340,6 +370,114 @@ async fn every_fire_made(evidence: &Evidence<'_>, violations: &mut Vec<String>) 
     Ok(())
 }
 
+/// Invariant 1, a fire's task on its way: its message published no later than
+/// [`START_BOUND_S`] after its time (1f), and its first attempt started no later than
+/// [`START_BOUND_S`] after that (1g), or after the faults that held it. The periodic triggers'
+/// fires, less the non-concurrent jobs', whose tasks wait for each other on purpose. Returns
+/// how long after its time each task first started (ms, ascending).
+///
+/// What may hold each step: any relay may have claimed the message (every process runs one), and
+/// a frozen, cut off or killed one holds it until its claim's lease ends, [`RELAY_LEASE_S`]; the
+/// database and the broker, away or slow, hold both steps; only the task's own group's workers
+/// hold its start. Anything else (a backlog, slots left idle, a message nobody consumes) is a
+/// violation: the workload keeps each group within what one of its workers carries.
+async fn fires_started(evidence: &Evidence<'_>, violations: &mut Vec<String>) -> Result<Vec<i64>> {
+    type Fire = (
+        String,
+        String,
+        jiff_sqlx::Timestamp,
+        Option<jiff_sqlx::Timestamp>,
+        Option<jiff_sqlx::Timestamp>,
+    );
+    let fires: Vec<Fire> = sqlx::query_as(
+        "WITH published AS (
+             SELECT (body->>'task_id')::uuid AS task_id, min(published_at) AS at FROM outbox
+             WHERE headers ? 'x-chime-scheduled-time' AND body->>'attempt' = '1' GROUP BY 1
+         ), started AS (
+             SELECT task_id, min(started_at) AS at FROM task_attempts GROUP BY 1
+         )
+         SELECT t.name, j.worker_group, greatest(f.sched_time, f.fired_time), p.at, s.at
+         FROM fired_triggers f JOIN triggers t ON t.id = f.trigger_id
+         JOIN jobs j ON j.id = t.job_id
+         LEFT JOIN published p ON p.task_id = f.task_id
+         LEFT JOIN started s ON s.task_id = f.task_id
+         WHERE t.group_name = $1 AND NOT j.name = ANY($2) AND f.state = 'fired'",
+    )
+    .bind(CHAOS_GROUP)
+    .bind(ONE_AT_A_TIME.map(String::from).to_vec())
+    .fetch_all(evidence.store.pool())
+    .await?;
+    let bound = SignedDuration::from_secs(START_BOUND_S);
+    let relay_lease = SignedDuration::from_secs(RELAY_LEASE_S);
+    let everyone = evidence.faults.database_windows();
+    let mut relays = everyone.clone();
+    relays.extend(evidence.faults.broker_windows());
+    relays.extend(
+        evidence
+            .faults
+            .records
+            .iter()
+            .filter(|r| r.service.is_some())
+            .map(|r| (r.from, r.to.min(r.from + relay_lease))),
+    );
+    let mut starts = BTreeMap::<&str, Vec<(Timestamp, Timestamp)>>::new();
+    let mut late_publish = Vec::new();
+    let mut late_start = Vec::new();
+    let mut delays = Vec::new();
+    for (trigger, group, due, published, started) in &fires {
+        let due = due.to_jiff();
+        let (Some(published), Some(started)) = (published, started) else {
+            // Never published or never started: 6a and 2a report those.
+            continue;
+        };
+        let (published, started) = (published.to_jiff(), started.to_jiff());
+        delays.push(started.duration_since(due).as_millis() as i64);
+        if published > fire_deadline(due, bound, &relays) {
+            late_publish.push(format!(
+                "{trigger} due {due} published {} ms late",
+                published.duration_since(due).as_millis()
+            ));
+        }
+        let windows = starts.entry(group.as_str()).or_insert_with(|| {
+            let mut windows = everyone.clone();
+            windows.extend(evidence.faults.broker_windows());
+            windows.extend(
+                evidence
+                    .faults
+                    .records
+                    .iter()
+                    .filter(|r| {
+                        crate::cluster::WORKERS.iter().any(|(name, of, _)| {
+                            *of == group.as_str() && r.service.as_deref() == Some(*name)
+                        })
+                    })
+                    .map(|r| (r.from, r.to)),
+            );
+            windows
+        });
+        if started > fire_deadline(published, bound, windows) {
+            late_start.push(format!(
+                "{trigger} ({group}) published {published} started {} ms after",
+                started.duration_since(published).as_millis()
+            ));
+        }
+    }
+    for (id, what, late) in [
+        ("1f", "fires were published", late_publish),
+        ("1g", "fires' tasks started", late_start),
+    ] {
+        if !late.is_empty() {
+            violations.push(format!(
+                "{id}: {} {what} later than {START_BOUND_S} s after they could be (nothing                  held them), e.g. {:?}",
+                late.len(),
+                &late[..late.len().min(5)]
+            ));
+        }
+    }
+    delays.sort_unstable();
+    Ok(delays)
+}
+
 /// Invariant 1: every fire made its task, in its transaction, and no two fires share one.
 async fn every_fire_one_task(store: &Store, violations: &mut Vec<String>) -> Result<()> {
     let taskless: Vec<(i64, Option<Uuid>)> = sqlx::query_as(
@@ -513,8 +651,15 @@ async fn log_matches_attempts(
 }
 
 /// Invariant 3, losses: an attempt was lost only when its worker was killed, terminated, frozen
-/// or cut off from PostgreSQL around it (a worker that lost its start in an error, `never ran`,
-/// also when the database was down or slow). Returns how many losses there were.
+/// or cut off from PostgreSQL while it held the attempt (a worker that lost its start in an
+/// error, `never ran`, also when the database was down or slow then). Returns how many losses
+/// there were.
+///
+/// "While it held the attempt" is the attempt's own span, from its start (the database's now()
+/// when the worker claimed it) to its loss (when recovery or the worker recorded it), widened
+/// by [`CLOCK_SLACK_MS`] only: the ledger's times and the database's are one host's clock. A
+/// fault before the start cannot have lost an attempt not yet held, and one after the loss was
+/// recorded did not cause it.
 async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>) -> Result<usize> {
     type Lost = (
         Uuid,
@@ -540,15 +685,18 @@ async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>)
                 .as_ref()
                 .map_or(evidence.paused_at, |f| f.to_jiff()),
         );
-        let by_process =
-            pid.is_some_and(|pid| evidence.faults.process_faulted(pid as u32, from, to, 10));
+        let by_process = pid.is_some_and(|pid| {
+            evidence
+                .faults
+                .process_faulted(pid as u32, from, to, CLOCK_SLACK_MS)
+        });
         // A database that is away or slow explains a start the worker never heard answered,
         // and a worker that let its attempts go when it could not renew its lease in time
         // (interrupted); never a worker declared dead ("stopped responding").
         let own_doing = error
             .as_deref()
             .is_some_and(|e| e.contains("never ran") || e.starts_with("interrupted"));
-        let slack = SignedDuration::from_secs(10);
+        let slack = SignedDuration::from_millis(CLOCK_SLACK_MS);
         let by_database = windows
             .iter()
             .any(|(f, t)| *f - slack <= to && from <= *t + slack);

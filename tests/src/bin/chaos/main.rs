@@ -306,7 +306,8 @@ async fn exercise(
         .collect();
     println!(
         "chaos minutes={:.1} seed={} faults={} {} fires={} fires_late_max_ms={} tasks={} \
-         attempts_executed={} lost_expected={} submitted={} kills={} violations={}",
+         start_delay_ms(p50,p90,max)={},{},{} attempts_executed={} lost_expected={} \
+         submitted={} kills={} violations={}",
         args.minutes,
         args.seed,
         faults.records.len(),
@@ -314,6 +315,9 @@ async fn exercise(
         totals.fires,
         totals.latest_fire_ms,
         totals.tasks,
+        totals.start_delay_ms(0.5),
+        totals.start_delay_ms(0.9),
+        totals.start_delay_ms(1.0),
         totals.executed,
         totals.lost,
         submitted.len(),

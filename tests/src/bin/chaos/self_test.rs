@@ -83,8 +83,9 @@ enum SeenChange {
     ExtraDeadLetter,
 }
 
-/// How many cases there are: one for every sub-check.
-const EXPECTED: usize = 29;
+/// How many cases there are: one for every sub-check, two for 3c (no fault at all, and one
+/// outside the attempt's span).
+const EXPECTED: usize = 32;
 
 /// Runs every case; returns the lines to print and whether every case was reported.
 pub async fn run(evidence: &Evidence<'_>) -> Result<(Vec<String>, bool)> {
@@ -262,6 +263,46 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
             format!("UPDATE fired_triggers SET task_id = '{task}' WHERE id = {id}"),
         )
     }));
+    // A checked fire's message published a day late, then its task started a day late.
+    let checked: Option<(Uuid,)> = one(
+        evidence,
+        format!(
+            "SELECT f.task_id FROM fired_triggers f JOIN triggers t ON t.id = f.trigger_id
+             JOIN jobs j ON j.id = t.job_id
+             WHERE t.group_name = '{CHAOS_GROUP}' AND j.name NOT IN ({nc}) AND f.state = 'fired'
+               AND EXISTS (SELECT 1 FROM task_attempts a WHERE a.task_id = f.task_id)
+             ORDER BY f.sched_time LIMIT 1"
+        ),
+    )
+    .await?;
+    let message = |task: &Uuid, by: &str| {
+        format!(
+            "UPDATE outbox SET published_at = published_at {by} interval '1 day'
+             WHERE body->>'task_id' = '{task}' AND body->>'attempt' = '1'"
+        )
+    };
+    cases.push(checked.map(|(task,)| {
+        Case::sql(
+            "1f:",
+            "(a fire's message published a day late)",
+            message(&task, "+"),
+            message(&task, "-"),
+        )
+    }));
+    let started = |task: &Uuid, by: &str| {
+        format!(
+            "UPDATE task_attempts SET started_at = started_at {by} interval '1 day'
+             WHERE task_id = '{task}'"
+        )
+    };
+    cases.push(checked.map(|(task,)| {
+        Case::sql(
+            "1g:",
+            "(a fire's task started a day after its message)",
+            started(&task, "+"),
+            started(&task, "-"),
+        )
+    }));
     // 2: a succeeded task, left ready; failed for no reason; killed unasked.
     let task: Option<(Uuid, Option<String>)> = one(
         evidence,
@@ -391,6 +432,63 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
             seen: SeenChange::None,
         }
     }));
+    // The same attempt lost, by a worker whose process a fault hit 5 s after the loss: a fault
+    // outside the attempt's span explains nothing.
+    let times: Option<(String, String)> = match &ran {
+        Some((task, attempt, _, _)) => {
+            one(
+                evidence,
+                format!(
+                    "SELECT started_at::text, finished_at::text FROM task_attempts
+                     WHERE task_id = '{task}' AND attempt = {attempt}"
+                ),
+            )
+            .await?
+        }
+        None => None,
+    };
+    let struck = evidence.faults.records.iter().find(|r| {
+        r.pid.is_some()
+            && evidence
+                .faults
+                .process_faulted(r.pid.unwrap_or_default(), r.from, r.from, 0)
+    });
+    cases.push(ran.as_ref().zip(times).zip(struck).map(
+        |(((task, attempt, _, worker), (started, finished)), fault)| {
+            let ghost = Uuid::now_v7();
+            let worker = worker.map_or("NULL".into(), |w| format!("'{w}'"));
+            let pid = fault.pid.unwrap_or_default();
+            let at = fault.from;
+            Case {
+                invariant: "3c:",
+                what: "(an attempt lost 5 s before a fault of its worker)",
+                break_sql: vec![
+                    format!(
+                        "INSERT INTO workers (id, name, host, pid, groups, kinds, concurrency,
+                                              status, version)
+                         VALUES ('{ghost}', 'ghost', 'nowhere', {pid}, '{{default}}',
+                                 '{{shell}}', 1, 'offline', 'self-test')"
+                    ),
+                    format!(
+                        "UPDATE task_attempts SET outcome = 'lost', worker_id = '{ghost}',
+                                started_at = '{at}'::timestamptz - interval '8 s',
+                                finished_at = '{at}'::timestamptz - interval '5 s'
+                         WHERE task_id = '{task}' AND attempt = {attempt}"
+                    ),
+                ],
+                mend_sql: vec![
+                    format!(
+                        "UPDATE task_attempts SET outcome = 'succeeded', worker_id = {worker},
+                                started_at = '{started}', finished_at = '{finished}'
+                         WHERE task_id = '{task}' AND attempt = {attempt}"
+                    ),
+                    format!("DELETE FROM workers WHERE id = '{ghost}'"),
+                ],
+                log: LogChange::None,
+                seen: SeenChange::None,
+            }
+        },
+    ));
     cases.push(ran.as_ref().map(|(task, attempt, job, _)| {
         Case::log(
             "3d:",
