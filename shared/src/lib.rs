@@ -15,6 +15,7 @@
 
 pub mod bus;
 pub mod config;
+pub mod definitions;
 pub mod model;
 pub mod node;
 pub mod redact;

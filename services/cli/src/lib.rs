@@ -109,6 +109,11 @@ enum Command {
     /// The schedule engine, no server needed.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Checks definitions files (YAML) with no server, as `apply` would: every problem at its
+    /// file:line:column.
+    Validate(commands::definitions::ValidateArgs),
+    /// Prints the JSON Schema of definitions files, for editors.
+    Schema,
     /// Lists workers.
     Workers {
         /// Print JSON.
@@ -682,6 +687,8 @@ async fn run(cli: Cli) -> Result<()> {
             commands::jobs::backfills(&client(&settings(global, None)?)?, args).await
         }
         Command::Schedule(ScheduleCommand::Preview(args)) => commands::schedule::run(args),
+        Command::Validate(args) => commands::definitions::validate(args),
+        Command::Schema => commands::definitions::schema(),
         Command::Bench(BenchCommand::Fire {
             triggers,
             schedulers,

@@ -285,7 +285,9 @@ macro_rules! select_jobs_with_schedule {
 }
 
 impl NewJob {
-    fn validate(&self) -> Result<(), StoreError> {
+    /// Checks everything about the job that needs no database (names, numbers, the spec of a
+    /// built-in kind, the data-time period and zone); `chime validate` runs it with no server.
+    pub fn validate(&self) -> Result<(), StoreError> {
         let invalid = |m: String| Err(StoreError::Invalid(m));
         crate::model::check_name("job name", &self.name).map_err(StoreError::Invalid)?;
         if let Some(group) = &self.group {

@@ -4,6 +4,7 @@
 mod adhoc;
 mod bad_input;
 mod dashboard;
+mod definitions;
 mod dependencies;
 mod faults;
 mod firing;

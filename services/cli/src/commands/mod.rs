@@ -1,6 +1,7 @@
 //! One module per group of verbs.
 
 pub mod access;
+pub mod definitions;
 pub mod groups;
 pub mod import;
 pub mod jobs;
