@@ -77,6 +77,7 @@ pub enum ApiStartError {
         (name = "schedule", description = "the schedule engine"),
         (name = "jobs"), (name = "triggers"), (name = "calendars"), (name = "schedulers"),
         (name = "workers"),
+        (name = "definitions", description = "definitions as code: the store's as one document"),
         (name = "access", description = "API tokens and the audit trail (admin)")
     )
 )]
@@ -110,6 +111,7 @@ pub fn router(state: AppState) -> Router {
             routes::workers::delete_kind_route
         ))
         .routes(routes!(routes::schedule::preview_schedule))
+        .routes(routes!(routes::definitions::export_definitions))
         .routes(routes!(routes::jobs::create_job, routes::jobs::list_jobs))
         .routes(routes!(
             routes::jobs::get_job,

@@ -114,6 +114,8 @@ enum Command {
     Validate(commands::definitions::ValidateArgs),
     /// Prints the JSON Schema of definitions files, for editors.
     Schema,
+    /// Writes the store's definitions (not its history) as a definitions file (YAML).
+    Export(commands::definitions::ExportArgs),
     /// Lists workers.
     Workers {
         /// Print JSON.
@@ -689,6 +691,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Schedule(ScheduleCommand::Preview(args)) => commands::schedule::run(args),
         Command::Validate(args) => commands::definitions::validate(args),
         Command::Schema => commands::definitions::schema(),
+        Command::Export(args) => {
+            commands::definitions::export(&client(&settings(global, None)?)?, args).await
+        }
         Command::Bench(BenchCommand::Fire {
             triggers,
             schedulers,

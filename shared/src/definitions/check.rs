@@ -45,10 +45,7 @@ pub fn check(loaded: &Loaded, now: Timestamp) -> Report {
 /// The job `reference` names (`group.name`, or a name in the default group) among `jobs`
 /// (`group` → names): the split at the first dot that names a job, else the whole text as a
 /// name in the default group. Names may hold dots, so every split is tried.
-pub fn resolve_job(
-    reference: &str,
-    jobs: &BTreeSet<(String, String)>,
-) -> Option<(String, String)> {
+pub fn resolve_job(reference: &str, jobs: &BTreeSet<(String, String)>) -> Option<(String, String)> {
     let candidates = reference
         .match_indices('.')
         .map(|(i, _)| (&reference[..i], &reference[i + 1..]))

@@ -7,6 +7,7 @@ pub mod attempt_output;
 pub mod audit;
 pub mod backfills;
 pub mod calendars;
+pub mod definitions;
 pub mod dependencies;
 pub mod dependency_grid;
 pub mod gauges;

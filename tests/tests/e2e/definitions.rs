@@ -168,3 +168,151 @@ fn schema_prints_the_format_for_editors() -> Result<()> {
     }
     Ok(())
 }
+
+/// An installation made by hand (calendars, jobs in several groups with names in any language,
+/// a dependency, cron triggers in zones with a calendar, a paused trigger, an every-90 s
+/// trigger) exports the same bytes twice, and what it exports is a valid definitions file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_installation_made_by_hand_exports_a_stable_valid_file() -> Result<()> {
+    use chime_cli::commands::services::Services;
+    let mut env = chime_tests::TestEnv::new().await?;
+    env.start(Services::API).await?;
+    let steps: [&[&str]; 9] = [
+        &[
+            "group",
+            "create",
+            "etl",
+            "--description",
+            "the nightly loads",
+        ],
+        &[
+            "calendar",
+            "create",
+            "節假日",
+            "--definition",
+            r#"{"kind":"annual","excluded_days":["01-01","12-25"]}"#,
+        ],
+        &[
+            "job",
+            "create",
+            "raw",
+            "--group",
+            "ingest",
+            "--kind",
+            "noop",
+            "--data-time-period",
+            "day",
+            "--data-time-zone",
+            "Asia/Shanghai",
+        ],
+        &[
+            "job",
+            "create",
+            "日报",
+            "--group",
+            "reports",
+            "--kind",
+            "shell",
+            "--worker-group",
+            "etl",
+            "--data-time-period",
+            "day",
+            "--data-time-zone",
+            "Asia/Shanghai",
+            "--",
+            "./report.sh",
+            "--day",
+            "{{data_time}}",
+        ],
+        &[
+            "job",
+            "depend",
+            "日报",
+            "--group",
+            "reports",
+            "--on",
+            "raw",
+            "--on-group",
+            "ingest",
+        ],
+        &[
+            "trigger",
+            "create",
+            "nightly",
+            "--job",
+            "日报",
+            "--job-group",
+            "reports",
+            "--cron",
+            "0 0 2 * * ?",
+            "--tz",
+            "Asia/Shanghai",
+            "--calendar",
+            "節假日",
+        ],
+        &[
+            "trigger",
+            "create",
+            "often",
+            "--job",
+            "raw",
+            "--job-group",
+            "ingest",
+            "--every",
+            "90s",
+        ],
+        &[
+            "trigger",
+            "create",
+            "weekly",
+            "--job",
+            "raw",
+            "--job-group",
+            "ingest",
+            "--cron",
+            "0 30 6 ? * MON",
+            "--tz",
+            "Europe/Lisbon",
+        ],
+        &["trigger", "pause", "weekly"],
+    ];
+    for step in steps {
+        let out = env.chime(step).await?;
+        assert!(out.status.success(), "{step:?}: {out:?}");
+    }
+    let export = |args: &'static [&'static str]| {
+        let env = &env;
+        async move {
+            let out = env.chime(args).await?;
+            anyhow::ensure!(out.status.success(), "{args:?}: {out:?}");
+            Ok::<_, anyhow::Error>(String::from_utf8(out.stdout)?)
+        }
+    };
+    let first = export(&["export"]).await?;
+    if std::env::var_os("CHIME_SHOW_EXPORT").is_some() {
+        eprintln!("{first}");
+    }
+    let second = export(&["export"]).await?;
+    assert_eq!(first, second, "the same store, the same bytes");
+    for expected in [
+        "節假日",
+        "日报",
+        "paused: true",
+        "interval_ms: 90000",
+        "Asia/Shanghai",
+        "ingest.raw",
+    ] {
+        assert!(first.contains(expected), "{expected}: {first}");
+    }
+    let dir = scratch_dir("definitions-export")?;
+    let file = dir.join("export.yaml");
+    std::fs::write(&file, &first)?;
+    let out = offline(&["validate", "-f", &file.display().to_string()])?;
+    assert!(out.status.success(), "{out:?}\n{first}");
+    let only = export(&["export", "--job-group", "ingest"]).await?;
+    assert!(
+        only.contains("name: raw") && !only.contains("日报") && !only.contains("節假日"),
+        "{only}"
+    );
+    env.cleanup().await
+}

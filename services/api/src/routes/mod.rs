@@ -2,6 +2,7 @@
 
 pub mod access;
 pub mod backfills;
+pub mod definitions;
 pub mod health;
 pub mod jobs;
 pub mod logs;

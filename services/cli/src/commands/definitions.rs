@@ -1,5 +1,6 @@
-//! `chime validate` and `chime schema`: definitions files checked with no server, and the JSON
-//! Schema editors check them with.
+//! `chime validate`, `chime export` and `chime schema`: definitions files checked with no
+//! server, the store's definitions written as a file, and the JSON Schema editors check them
+//! with.
 
 use std::path::PathBuf;
 
@@ -8,6 +9,45 @@ use chime_core::definitions::{self, Problem};
 use clap::Args;
 
 use crate::BadInput;
+use crate::client::ApiClient;
+
+/// `chime export [--job-group G]… [-o FILE]`
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Only the jobs of this group (repeatable), with the calendars their triggers name.
+    #[arg(long = "job-group", value_name = "GROUP")]
+    pub job_groups: Vec<String>,
+    /// Write to this file instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// Writes the store's definitions as YAML: the same store, the same bytes.
+pub async fn export(client: &ApiClient, args: ExportArgs) -> Result<()> {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    for group in &args.job_groups {
+        query.append_pair("job_group", group);
+    }
+    let query = query.finish();
+    let path = if query.is_empty() {
+        "/api/v1/definitions".to_string()
+    } else {
+        format!("/api/v1/definitions?{query}")
+    };
+    let definitions: definitions::Definitions = client.get(&path).await?;
+    let yaml = serde_saphyr::to_string(&definitions)
+        .map_err(|e| anyhow::anyhow!("writing the definitions as YAML: {e}"))?;
+    let text = format!(
+        "# chime definitions: {} jobs. `chime validate -f FILE` checks this file.\n{yaml}",
+        definitions.jobs.len()
+    );
+    match &args.output {
+        Some(file) => std::fs::write(file, text)
+            .map_err(|e| BadInput(format!("{}: cannot write it: {e}", file.display())))?,
+        None => print!("{text}"),
+    }
+    Ok(())
+}
 
 /// `chime validate -f PATH…`
 #[derive(Debug, Args)]

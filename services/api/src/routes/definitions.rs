@@ -1,0 +1,33 @@
+//! The store's definitions as one document (`chime export`): worker groups, routes, calendars
+//! and jobs with their triggers and dependencies.
+
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use chime_core::definitions::Definitions;
+use chime_core::store::definitions;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The definitions, in the order of their names; `?job_group=G` (repeatable) keeps only the
+/// jobs of those groups, with the calendars their triggers name.
+#[utoipa::path(get, path = "/api/v1/definitions", tag = "definitions",
+    params(("job_group" = Option<Vec<String>>, Query, description = "only the jobs of this group (repeatable)")),
+    responses((status = 200, body = Definitions)))]
+pub async fn export_definitions(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Definitions>, ApiError> {
+    let mut job_groups = Vec::new();
+    for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match key.as_ref() {
+            "job_group" => job_groups.push(chime_core::model::names::nfc(&value)),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown query parameter {other:?} (job_group is accepted)"
+                )));
+            }
+        }
+    }
+    Ok(Json(definitions::export(&state.store, &job_groups).await?))
+}
