@@ -33,7 +33,7 @@ use crate::schedule::ScheduleSpec;
 use crate::schedule::misfire::MisfirePolicy;
 use crate::store::calendars::NamedCalendar;
 use crate::store::dependencies::{OnUpstreamFailure, Window};
-use crate::store::jobs::NewJob;
+use crate::store::jobs::{DEFAULT_PRIORITY, DEFAULT_RETRY_INTERVAL_MS, NewJob};
 use crate::store::kind_routes::KindRoute;
 use crate::store::triggers::NewTrigger;
 use crate::store::worker_groups::NewWorkerGroup;
@@ -177,6 +177,39 @@ impl JobDefinition {
         format!("{}.{}", self.group(), self.name)
     }
 
+    /// The job with every setting that holds the API's default left out (and its triggers and
+    /// dependencies likewise), as the store would give it back: two definitions of one job
+    /// compare equal once normalized whether they spell defaults out or not.
+    pub fn normalized(self) -> Self {
+        JobDefinition {
+            group: unless(self.group, "default".into()),
+            description: unless(self.description, String::new()),
+            spec: unless_empty(self.spec),
+            priority: unless(self.priority, DEFAULT_PRIORITY),
+            concurrent: unless(self.concurrent, true),
+            requests_recovery: unless(self.requests_recovery, false),
+            data: unless_empty(self.data),
+            reject_retries: unless(self.reject_retries, 0),
+            reject_interval_ms: unless(self.reject_interval_ms, DEFAULT_RETRY_INTERVAL_MS),
+            failed_retries: unless(self.failed_retries, 0),
+            failed_interval_ms: unless(self.failed_interval_ms, DEFAULT_RETRY_INTERVAL_MS),
+            backoff: unless(self.backoff, Backoff::default()),
+            data_time_zone: unless(self.data_time_zone, "UTC".into()),
+            execute_user: unless(self.execute_user, String::new()),
+            triggers: self
+                .triggers
+                .into_iter()
+                .map(TriggerDefinition::normalized)
+                .collect(),
+            depends_on: self
+                .depends_on
+                .into_iter()
+                .map(DependencyDefinition::normalized)
+                .collect(),
+            ..self
+        }
+    }
+
     /// The job as the API takes it (without its triggers and dependencies).
     pub fn new_job(&self) -> NewJob {
         NewJob {
@@ -254,6 +287,19 @@ impl TriggerDefinition {
         self.group.as_deref().unwrap_or("default")
     }
 
+    /// The trigger with every setting that holds the API's default left out.
+    pub fn normalized(self) -> Self {
+        TriggerDefinition {
+            group: unless(self.group, "default".into()),
+            misfire_policy: unless(self.misfire_policy, MisfirePolicy::default()),
+            priority: unless(self.priority, DEFAULT_PRIORITY),
+            description: unless(self.description, String::new()),
+            data: unless_empty(self.data),
+            paused: unless(self.paused, false),
+            ..self
+        }
+    }
+
     /// The trigger as the API takes it, for `job`.
     pub fn new_trigger(&self, job: &JobDefinition) -> NewTrigger {
         NewTrigger {
@@ -284,6 +330,31 @@ pub struct DependencyDefinition {
     /// What to do when it failed for good (default `fail`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_upstream_failure: Option<OnUpstreamFailure>,
+}
+
+impl DependencyDefinition {
+    /// The dependency with a default window and failure policy left out.
+    pub fn normalized(self) -> Self {
+        DependencyDefinition {
+            window: unless(self.window, Window::default()),
+            on_upstream_failure: unless(self.on_upstream_failure, OnUpstreamFailure::default()),
+            ..self
+        }
+    }
+}
+
+/// `value`, unless it is `default`.
+fn unless<T: PartialEq>(value: Option<T>, default: T) -> Option<T> {
+    value.filter(|v| *v != default)
+}
+
+/// An empty object, or null, as nothing: the API stores no spec or data as `{}`.
+fn unless_empty(value: serde_json::Value) -> serde_json::Value {
+    if value.as_object().is_some_and(|o| o.is_empty()) {
+        serde_json::Value::Null
+    } else {
+        value
+    }
 }
 
 #[cfg(test)]

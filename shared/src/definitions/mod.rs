@@ -5,10 +5,12 @@
 //! - [`format`]: the file format, the API's own field names.
 //! - [`read`]: files and directories to documents, with where every field is.
 //! - [`check`]: what the API would refuse, found with no server, at `file:line:column`.
+//! - [`plan`]: what an apply would create, update (field by field) and delete.
 //! - [`schema`]: the format's JSON Schema, for editors.
 
 pub mod check;
 pub mod format;
+pub mod plan;
 pub mod read;
 pub mod schema;
 

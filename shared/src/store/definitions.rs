@@ -175,15 +175,14 @@ pub async fn export(store: &Store, job_groups: &[String]) -> Result<Definitions,
     }
     let mut upstreams_of: BTreeMap<i64, Vec<DependencyDefinition>> = BTreeMap::new();
     for d in dependencies {
-        upstreams_of
-            .entry(d.job_id)
-            .or_default()
-            .push(DependencyDefinition {
+        upstreams_of.entry(d.job_id).or_default().push(
+            DependencyDefinition {
                 job: d.upstream,
-                window: Some(d.window.0).filter(|w| *w != Window::default()),
-                on_upstream_failure: Some(d.on_upstream_failure.0)
-                    .filter(|f| *f != OnUpstreamFailure::default()),
-            });
+                window: Some(d.window.0),
+                on_upstream_failure: Some(d.on_upstream_failure.0),
+            }
+            .normalized(),
+        );
     }
     let jobs = jobs
         .into_iter()
@@ -203,46 +202,33 @@ pub async fn export(store: &Store, job_groups: &[String]) -> Result<Definitions,
     })
 }
 
-/// `value`, unless it is `default`.
-fn unless<T: PartialEq>(value: T, default: T) -> Option<T> {
-    (value != default).then_some(value)
-}
-
-/// An empty object as nothing: the API stores no data or spec as `{}`.
-fn unless_empty(value: serde_json::Value) -> serde_json::Value {
-    if value.as_object().is_some_and(|o| o.is_empty()) {
-        serde_json::Value::Null
-    } else {
-        value
-    }
-}
-
 fn job(r: JobRow) -> JobDefinition {
     JobDefinition {
-        group: unless(r.group_name, "default".into()),
+        group: Some(r.group_name),
         name: r.name,
-        description: unless(r.description, String::new()),
+        description: Some(r.description),
         kind: r.kind,
-        spec: unless_empty(r.spec.0),
+        spec: r.spec.0,
         worker_group: Some(r.worker_group),
-        priority: unless(r.priority, 5),
-        concurrent: unless(r.concurrent, true),
-        requests_recovery: unless(r.requests_recovery, false),
-        data: unless_empty(r.data.0),
-        reject_retries: unless(r.reject_retries, 0),
-        reject_interval_ms: unless(r.reject_interval_ms, 3000),
-        failed_retries: unless(r.failed_retries, 0),
-        failed_interval_ms: unless(r.failed_interval_ms, 3000),
-        backoff: unless(r.backoff.0, Backoff::default()),
+        priority: Some(r.priority),
+        concurrent: Some(r.concurrent),
+        requests_recovery: Some(r.requests_recovery),
+        data: r.data.0,
+        reject_retries: Some(r.reject_retries),
+        reject_interval_ms: Some(r.reject_interval_ms),
+        failed_retries: Some(r.failed_retries),
+        failed_interval_ms: Some(r.failed_interval_ms),
+        backoff: Some(r.backoff.0),
         timeout_ms: r.timeout_ms,
         data_time_period: r.data_time_period,
-        data_time_zone: unless(r.data_time_zone, "UTC".into()),
-        execute_user: r.execute_user.filter(|u| !u.is_empty()),
+        data_time_zone: Some(r.data_time_zone),
+        execute_user: r.execute_user,
         retention_days: r.retention_days,
         expect_success_within_ms: r.expect_success_within_ms,
         triggers: Vec::new(),
         depends_on: Vec::new(),
     }
+    .normalized()
 }
 
 fn trigger(t: TriggerRow) -> TriggerDefinition {
@@ -281,14 +267,15 @@ fn trigger(t: TriggerRow) -> TriggerDefinition {
         other => other,
     };
     TriggerDefinition {
-        group: unless(t.group_name, "default".into()),
+        group: Some(t.group_name),
         name: t.name,
         schedule,
         calendar: t.calendar_name,
-        misfire_policy: unless(t.misfire_policy.0, MisfirePolicy::default()),
-        priority: unless(t.priority, 5),
-        description: unless(t.description, String::new()),
-        data: unless_empty(t.data.0),
-        paused: t.paused.then_some(true),
+        misfire_policy: Some(t.misfire_policy.0),
+        priority: Some(t.priority),
+        description: Some(t.description),
+        data: t.data.0,
+        paused: Some(t.paused),
     }
+    .normalized()
 }

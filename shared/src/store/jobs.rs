@@ -13,6 +13,11 @@ use crate::model::kinds::validate_builtin_spec;
 use crate::model::{Backoff, MAX_PAYLOAD_BYTES, check_json, check_opt_text};
 
 /// A job as the API takes it.
+/// A job's or a trigger's priority when none is given.
+pub const DEFAULT_PRIORITY: i32 = 5;
+/// The wait before a rejected or failed task runs again when none is given.
+pub const DEFAULT_RETRY_INTERVAL_MS: i64 = 3000;
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewJob {
@@ -583,14 +588,14 @@ async fn save(store: &Store, job: NewJob, existing: Option<i64>) -> Result<JobVi
         .bind(&job.kind)
         .bind(Json(empty(&job.spec)))
         .bind(&worker_group)
-        .bind(job.priority.unwrap_or(5))
+        .bind(job.priority.unwrap_or(DEFAULT_PRIORITY))
         .bind(job.concurrent.unwrap_or(true))
         .bind(job.requests_recovery.unwrap_or(false))
         .bind(Json(empty(&job.data)))
         .bind(job.reject_retries.unwrap_or(0))
-        .bind(job.reject_interval_ms.unwrap_or(3000))
+        .bind(job.reject_interval_ms.unwrap_or(DEFAULT_RETRY_INTERVAL_MS))
         .bind(job.failed_retries.unwrap_or(0))
-        .bind(job.failed_interval_ms.unwrap_or(3000))
+        .bind(job.failed_interval_ms.unwrap_or(DEFAULT_RETRY_INTERVAL_MS))
         .bind(Json(backoff))
         .bind(job.timeout_ms)
         .bind(&job.data_time_period)
