@@ -636,11 +636,21 @@ pub(crate) async fn never_meeting(
     conn: &mut sqlx::PgConnection,
     job_id: i64,
 ) -> Result<Option<String>, StoreError> {
-    let found: Option<(String, String, String)> = sqlx::query_as(
+    type Found = (
+        String,
+        String,
+        String,
+        Option<String>,
+        String,
+        Option<String>,
+        String,
+    );
+    let found: Option<Found> = sqlx::query_as(
         r#"SELECT d.group_name || '.' || d.name, u.group_name || '.' || u.name,
                   (SELECT t.group_name || '.' || t.name FROM triggers t
                    WHERE t.job_id IN (d.id, u.id) AND t.schedule->>'kind' <> 'cron'
-                   ORDER BY t.id LIMIT 1)
+                   ORDER BY t.id LIMIT 1),
+                  d.data_time_period, d.data_time_zone, u.data_time_period, u.data_time_zone
            FROM job_dependencies e
            JOIN jobs d ON d.id = e.job_id JOIN jobs u ON u.id = e.depends_on_job_id
            WHERE (e.job_id = $1 OR e.depends_on_job_id = $1)
@@ -658,14 +668,20 @@ pub(crate) async fn never_meeting(
     .fetch_optional(&mut *conn)
     .await
     .context("checking that the dependency's data times meet")?;
-    Ok(found.map(|(down, up, trigger)| {
+    let period = |period: Option<String>, zone: String| match period {
+        Some(period) => format!("per {period} in {zone}"),
+        None => "no data-time period".to_string(),
+    };
+    Ok(found.map(|(down, up, trigger, dp, dz, up_p, up_z)| {
+        let (down_has, up_has) = (period(dp, dz), period(up_p, up_z));
         format!(
             "{down} would wait for ever for {up}: {down} fires on its own, each run waits for \
              {up}'s run of the same data time, and trigger {trigger} fires on an interval, so \
-             their data times (fire times, milliseconds apart) never meet. Give both jobs the \
-             same data-time period (chime job update NAME --data-time-period minute|hour|day), \
-             or depend with --window period on a downstream job that has one, or remove \
-             {down}'s trigger so that {up}'s runs make {down}'s"
+             their data times ({down}: {down_has}; {up}: {up_has}) never meet. Give both jobs \
+             the same data-time period in the same zone (chime job update NAME \
+             --data-time-period minute|hour|day [--data-time-zone ZONE]), or depend with \
+             --window period on a downstream job that has one, or remove {down}'s trigger so \
+             that {up}'s runs make {down}'s"
         )
     }))
 }

@@ -1056,6 +1056,7 @@ async fn dependencies_whose_data_times_never_meet_are_refused() -> Result<()> {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
         stderr.contains("default.load would wait for ever for default.extract")
+            && stderr.contains("default.load: no data-time period")
             && stderr.contains("--data-time-period"),
         "{stderr}"
     );
