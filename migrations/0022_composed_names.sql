@@ -28,8 +28,23 @@ BEGIN
             AND normalize(k.name, NFC) = normalize(j.name, NFC)
             AND ((k.group_name IS NFC NORMALIZED AND k.name IS NFC NORMALIZED) OR k.id < j.id));
 
+    -- A paused group's mark is given its composed spelling before the triggers move to it,
+    -- unless triggers already use that spelling (they are another group, not paused); the old
+    -- mark goes once no trigger is left under its spelling (below).
+    INSERT INTO paused_trigger_groups (group_name, paused_at)
+    SELECT DISTINCT ON (normalize(p.group_name, NFC)) normalize(p.group_name, NFC), p.paused_at
+    FROM paused_trigger_groups p
+    WHERE p.group_name IS NOT NFC NORMALIZED
+      AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.group_name = normalize(p.group_name, NFC))
+    ORDER BY normalize(p.group_name, NFC), p.group_name
+    ON CONFLICT (group_name) DO NOTHING;
+
+    -- A trigger does not move into a group paused otherwise than its own.
     UPDATE triggers t SET group_name = normalize(t.group_name, NFC), name = normalize(t.name, NFC)
     WHERE (t.group_name IS NOT NFC NORMALIZED OR t.name IS NOT NFC NORMALIZED)
+      AND EXISTS (SELECT 1 FROM paused_trigger_groups p WHERE p.group_name = t.group_name)
+          = EXISTS (SELECT 1 FROM paused_trigger_groups p
+                    WHERE p.group_name = normalize(t.group_name, NFC))
       AND NOT EXISTS (
           SELECT 1 FROM triggers u
           WHERE u.id <> t.id
@@ -37,12 +52,10 @@ BEGIN
             AND normalize(u.name, NFC) = normalize(t.name, NFC)
             AND ((u.group_name IS NFC NORMALIZED AND u.name IS NFC NORMALIZED) OR u.id < t.id));
 
-    UPDATE paused_trigger_groups p SET group_name = normalize(p.group_name, NFC)
+    DELETE FROM paused_trigger_groups p
     WHERE p.group_name IS NOT NFC NORMALIZED
-      AND NOT EXISTS (
-          SELECT 1 FROM paused_trigger_groups q
-          WHERE q.group_name <> p.group_name
-            AND normalize(q.group_name, NFC) = normalize(p.group_name, NFC)
-            AND (q.group_name IS NFC NORMALIZED OR q.group_name < p.group_name));
+      AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.group_name = p.group_name)
+      AND EXISTS (SELECT 1 FROM paused_trigger_groups q
+                  WHERE q.group_name = normalize(p.group_name, NFC));
 END
 $$;

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chime_core::bus::grace;
+use chime_core::bus::{Topology, grace};
 use chime_core::store::workers;
 use tracing::{Instrument, info, info_span, warn};
 
@@ -116,24 +116,24 @@ async fn hold(worker: Arc<Worker>, first_refusal: i64) {
     if !matches!(removed, Ok(Ok(()))) {
         // A mark left behind would make recovery wait out the whole restart grace before
         // declaring this worker dead should it die later (safe, as its guard still ends its
-        // attempts with its lease, but ~20 s slow): remove it on a fresh channel, apart, so that
-        // a new refusal can be held meanwhile. It goes anyway with the connection.
-        tokio::spawn(remove_left_mark(connection, topology, id).in_current_span());
+        // attempts with its lease, but ~20 s slow): try again on fresh channels, a few times.
+        // Here, not apart: the mark's name is the worker's, and a retry running beside a new
+        // grace would remove that grace's mark.
+        remove_left_mark(&connection, &topology, &id).await;
     }
 }
 
-/// Retries removing a mark whose removal failed, every second for up to the restart grace.
-async fn remove_left_mark(
-    connection: Arc<lapin::Connection>,
-    topology: chime_core::bus::Topology,
-    id: String,
-) {
-    let deadline = tokio::time::Instant::now() + workers::RESTART_GRACE;
-    while tokio::time::Instant::now() < deadline && connection.status().connected() {
+/// Tries again to remove a mark whose removal failed: three times, a second apart (it goes
+/// anyway with the broker connection).
+async fn remove_left_mark(connection: &lapin::Connection, topology: &Topology, id: &str) {
+    for _ in 0..3 {
+        if !connection.status().connected() {
+            return;
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
         let removed = tokio::time::timeout(Duration::from_secs(2), async {
             let channel = connection.create_channel().await?;
-            let removed = grace::remove(&channel, &topology, &id).await;
+            let removed = grace::remove(&channel, topology, id).await;
             let _ = channel.close(200, "grace over".into()).await;
             removed
         })

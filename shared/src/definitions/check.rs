@@ -155,6 +155,12 @@ impl Checker<'_> {
                         ),
                     );
                 }
+                if let Err(e) = crate::model::check_text("description", &group.description) {
+                    let mut path = at.1.clone();
+                    path.pop();
+                    path.push(key("description"));
+                    self.error(&(d, path), e.to_string());
+                }
                 let name = group.name.clone();
                 self.once(&mut groups_seen, name, &group.name, "worker group", at);
             }
@@ -194,6 +200,11 @@ impl Checker<'_> {
                     let mut path = at.1.clone();
                     path.push(key("name"));
                     self.error(&(d, path), e);
+                }
+                if let Err(e) = crate::model::check_text("description", &calendar.description) {
+                    let mut path = at.1.clone();
+                    path.push(key("description"));
+                    self.error(&(d, path), e.to_string());
                 }
                 if let Err(e) = Calendar::compile(&calendar.definition) {
                     let mut path = at.1.clone();
@@ -296,7 +307,7 @@ impl Checker<'_> {
                             if (trigger.calendar.is_none() || calendar.is_some())
                                 && schedule.first_fire_time(calendar.as_ref()).is_none()
                             {
-                                self.warning(
+                                self.error(
                                     &field("schedule"),
                                     format!(
                                         "trigger {shown}: the schedule (with its calendar) will \
@@ -311,6 +322,9 @@ impl Checker<'_> {
                     {
                         self.error(&field("description"), e.to_string());
                     }
+                    if let Err(e) = crate::model::check_json("data", &trigger.data) {
+                        self.error(&field("data"), e.to_string());
+                    }
                     let name = (trigger.group().to_string(), trigger.name.clone());
                     self.once(&mut triggers_seen, name, &shown, "trigger", tat.clone());
                 }
@@ -320,11 +334,13 @@ impl Checker<'_> {
                     dat.1
                         .extend([key("depends_on"), Step::Index(k), key("job")]);
                     match resolve_job(&dependency.job, &jobs) {
-                        None => self.error(
+                        // An export of some job groups depends on jobs of others.
+                        None => self.warning(
                             &dat,
                             format!(
-                                "job {dotted} depends on {:?}, which these files do not define \
-                                 (name it as group.name, or by its name in the default group)",
+                                "job {dotted} depends on {:?}, which these files do not define: \
+                                 it must exist on the server (name it as group.name, or by its \
+                                 name in the default group)",
                                 dependency.job
                             ),
                         ),
@@ -512,19 +528,28 @@ jobs:
     }
 
     #[test]
-    fn a_missing_calendar_and_an_unknown_upstream_are_named() {
+    fn a_missing_calendar_is_an_error_and_an_unknown_upstream_a_warning() {
         let bad = GOOD
             .replace("calendar: 节假日", "calendar: holidays")
             .replace("job: ingest.raw", "job: ingest.cooked");
         let found = errors(&bad);
-        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0].contains("holidays") && found[0].starts_with("jobs.yaml:17:"),
             "{found:?}"
         );
+        // An upstream the files do not hold may exist on the server (an export of one group).
+        let loaded = read_text(Path::new("jobs.yaml"), &bad).unwrap_or_default();
+        let warnings: Vec<String> = check(&loaded, now())
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert!(
-            found[1].contains("ingest.cooked") && found[1].starts_with("jobs.yaml:19:"),
-            "{found:?}"
+            warnings
+                .iter()
+                .any(|w| w.contains("ingest.cooked") && w.starts_with("jobs.yaml:19:")),
+            "{warnings:?}"
         );
     }
 

@@ -5,7 +5,7 @@
 //!
 //! Each document is parsed twice: once into [`Definitions`], whose own errors (YAML syntax, an
 //! unknown field, a wrong type) carry their location, and once into a tree of locations that
-//! [`Loaded::locate`] walks by the path of the field a check found wrong.
+//! [`Loaded::problem`] walks by the path of the field a check found wrong.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,8 @@
 //! give it (a job's worker group is always written, since its default follows the kind's
 //! route, which may change; the `default` worker group, which always exists, is not). A simple or calendar-interval trigger that was given no start is
 //! written with the one it was given when made, so that the document, applied elsewhere, fires
-//! at the same times.
+//! at the same times. A trigger that has fired its last time (`complete`) is left out: the API
+//! refuses to make a trigger that will never fire.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -101,7 +102,7 @@ pub async fn export(store: &Store, job_groups: &[String]) -> Result<Definitions,
         "SELECT job_id, group_name, name, description, schedule, calendar_name,
                 to_jsonb(misfire_policy) AS misfire_policy, priority, data,
                 state IN ('paused', 'paused_blocked') AS paused, start_time
-         FROM triggers WHERE job_id = ANY($1)
+         FROM triggers WHERE job_id = ANY($1) AND state <> 'complete'
          ORDER BY group_name COLLATE \"C\", name COLLATE \"C\"",
     )
     .bind(&ids)

@@ -12,12 +12,12 @@ use crate::config::is_valid_name;
 use crate::model::kinds::validate_builtin_spec;
 use crate::model::{Backoff, MAX_PAYLOAD_BYTES, check_json, check_opt_text};
 
-/// A job as the API takes it.
 /// A job's or a trigger's priority when none is given.
 pub const DEFAULT_PRIORITY: i32 = 5;
 /// The wait before a rejected or failed task runs again when none is given.
 pub const DEFAULT_RETRY_INTERVAL_MS: i64 = 3000;
 
+/// A job as the API takes it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewJob {

@@ -10,6 +10,7 @@ use crate::model::kinds::BUILTIN_KINDS;
 
 /// A kind's default worker group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct KindRoute {
     /// The job kind.
     pub kind: String,

@@ -958,6 +958,15 @@ async fn names_stored_decomposed_are_composed_on_upgrade() -> Result<()> {
         .concat(),
     )
     .await?;
+    for name in ["unpaused", "paused"] {
+        ok(
+            &env,
+            &[
+                "trigger", "create", name, "--job", "old-tea", "--every", "1h",
+            ],
+        )
+        .await?;
+    }
     // The store as an older chime left it: every spelling as it was typed.
     let pool = env.store.pool();
     for (sql, name) in [
@@ -975,6 +984,19 @@ async fn names_stored_decomposed_are_composed_on_upgrade() -> Result<()> {
             "INSERT INTO paused_trigger_groups (group_name) VALUES ($1)",
             nfd,
         ),
+        // A paused group spelled decomposed beside a running one spelled composed.
+        (
+            "UPDATE triggers SET group_name = $1 WHERE name = 'unpaused'",
+            nfc_tea,
+        ),
+        (
+            "UPDATE triggers SET group_name = $1 WHERE name = 'paused'",
+            nfd_tea,
+        ),
+        (
+            "INSERT INTO paused_trigger_groups (group_name) VALUES ($1)",
+            nfd_tea,
+        ),
     ] {
         sqlx::query(sql).bind(name).execute(pool).await?;
     }
@@ -990,19 +1012,34 @@ async fn names_stored_decomposed_are_composed_on_upgrade() -> Result<()> {
         [nfc, nfd_tea, nfc_tea],
         "the taken name kept its spelling"
     );
-    let trigger: (String, String, Option<String>) =
-        sqlx::query_as("SELECT group_name, name, calendar_name FROM triggers")
-            .fetch_one(pool)
-            .await?;
+    let trigger: (String, String, Option<String>) = sqlx::query_as(
+        "SELECT group_name, name, calendar_name FROM triggers WHERE calendar_name IS NOT NULL",
+    )
+    .fetch_one(pool)
+    .await?;
     assert_eq!(
         trigger,
         (nfc.into(), nfc.into(), Some(nfc.into())),
         "the trigger and its calendar"
     );
-    let paused: Vec<String> = sqlx::query_scalar("SELECT group_name FROM paused_trigger_groups")
-        .fetch_all(pool)
-        .await?;
-    assert_eq!(paused, [nfc]);
+    let paused: Vec<String> =
+        sqlx::query_scalar("SELECT group_name FROM paused_trigger_groups ORDER BY group_name")
+            .fetch_all(pool)
+            .await?;
+    assert_eq!(paused, [nfc, nfd_tea], "the running group was not paused");
+    let groups: Vec<(String, String)> = sqlx::query_as(
+        "SELECT name, group_name FROM triggers WHERE name IN ('paused', 'unpaused') ORDER BY name",
+    )
+    .fetch_all(pool)
+    .await?;
+    assert_eq!(
+        groups,
+        [
+            ("paused".to_string(), nfd_tea.to_string()),
+            ("unpaused".to_string(), nfc_tea.to_string())
+        ],
+        "a paused trigger does not move into a running group"
+    );
     for spelling in [nfd, nfc] {
         let shown = ok(&env, &["job", "show", spelling, "--json"]).await?;
         let shown: serde_json::Value = serde_json::from_str(&shown)?;

@@ -410,7 +410,16 @@ async fn fires_started(evidence: &Evidence<'_>, violations: &mut Vec<String>) ->
     let bound = SignedDuration::from_secs(START_BOUND_S);
     let relay_lease = SignedDuration::from_secs(RELAY_LEASE_S);
     let everyone = evidence.faults.database_windows();
-    let mut relays = everyone.clone();
+    // A relay that claimed a row holds it until it marks it sent or its claim's lease ends (then
+    // another relay's next poll, within a second, takes it): a relay frozen or cut off holds it
+    // for the fault or the lease, whichever ends first; one killed, for the whole lease; and a
+    // claim whose mark a database fault refused, until the fault or the lease ends, whichever
+    // ends last.
+    let poll = SignedDuration::from_secs(1);
+    let mut relays: Vec<(Timestamp, Timestamp)> = everyone
+        .iter()
+        .map(|(from, to)| (*from, (*to).max(*from + relay_lease) + poll))
+        .collect();
     relays.extend(evidence.faults.broker_windows());
     relays.extend(
         evidence
@@ -418,7 +427,14 @@ async fn fires_started(evidence: &Evidence<'_>, violations: &mut Vec<String>) ->
             .records
             .iter()
             .filter(|r| r.service.is_some())
-            .map(|r| (r.from, r.to.min(r.from + relay_lease))),
+            .map(|r| {
+                let held = if r.to > r.from {
+                    r.to.min(r.from + relay_lease)
+                } else {
+                    r.from + relay_lease
+                };
+                (r.from, held + poll)
+            }),
     );
     let mut starts = BTreeMap::<&str, Vec<(Timestamp, Timestamp)>>::new();
     let mut late_publish = Vec::new();
@@ -468,7 +484,8 @@ async fn fires_started(evidence: &Evidence<'_>, violations: &mut Vec<String>) ->
     ] {
         if !late.is_empty() {
             violations.push(format!(
-                "{id}: {} {what} later than {START_BOUND_S} s after they could be (nothing                  held them), e.g. {:?}",
+                "{id}: {} {what} later than {START_BOUND_S} s after they could be (nothing \
+                 held them), e.g. {:?}",
                 late.len(),
                 &late[..late.len().min(5)]
             ));

@@ -271,7 +271,10 @@ async fn cases(evidence: &Evidence<'_>) -> Result<Vec<Option<Case>>> {
              JOIN jobs j ON j.id = t.job_id
              WHERE t.group_name = '{CHAOS_GROUP}' AND j.name NOT IN ({nc}) AND f.state = 'fired'
                AND EXISTS (SELECT 1 FROM task_attempts a WHERE a.task_id = f.task_id)
-             ORDER BY f.sched_time LIMIT 1"
+               -- Published rows are kept an hour: the newest fire's is still there.
+               AND EXISTS (SELECT 1 FROM outbox o WHERE o.body->>'task_id' = f.task_id::text
+                           AND o.headers ? 'x-chime-scheduled-time')
+             ORDER BY f.sched_time DESC LIMIT 1"
         ),
     )
     .await?;
