@@ -125,7 +125,7 @@ pub fn required_role(method: &Method, path: &str) -> Role {
         )
     };
     match segments.as_slice() {
-        ["schedule", "preview"] => Role::Read,
+        ["schedule", "preview"] | ["definitions", "plan"] => Role::Read,
         ["tasks"] | ["tasks", "batch"] => Role::Operate,
         ["tasks", _, action]
         | ["workers", _, action]
@@ -149,6 +149,7 @@ fn audited(method: &Method, path: &str) -> bool {
         && path != "/api/v1/tasks"
         && path != "/api/v1/tasks/batch"
         && path != "/api/v1/schedule/preview"
+        && path != "/api/v1/definitions/plan"
 }
 
 fn unauthorized(message: &str) -> Response {
@@ -380,6 +381,7 @@ mod tests {
             Role::Operate
         );
         assert_eq!(required_role(&post, "/api/v1/schedule/preview"), Role::Read);
+        assert_eq!(required_role(&post, "/api/v1/definitions/plan"), Role::Read);
         assert_eq!(required_role(&post, "/api/v1/tokens"), Role::Admin);
     }
 

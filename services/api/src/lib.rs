@@ -112,6 +112,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .routes(routes!(routes::schedule::preview_schedule))
         .routes(routes!(routes::definitions::export_definitions))
+        .routes(routes!(routes::definitions::plan_definitions))
         .routes(routes!(routes::jobs::create_job, routes::jobs::list_jobs))
         .routes(routes!(
             routes::jobs::get_job,

@@ -116,6 +116,9 @@ enum Command {
     Schema,
     /// Writes the store's definitions (not its history) as a definitions file (YAML).
     Export(commands::definitions::ExportArgs),
+    /// Checks definitions files, then prints what applying them would change in the store:
+    /// each object to make, change (each setting, before → after) or remove. Changes nothing.
+    Plan(commands::definitions::ValidateArgs),
     /// Lists workers.
     Workers {
         /// Print JSON.
@@ -691,6 +694,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Schedule(ScheduleCommand::Preview(args)) => commands::schedule::run(args),
         Command::Validate(args) => commands::definitions::validate(args),
         Command::Schema => commands::definitions::schema(),
+        Command::Plan(args) => {
+            commands::definitions::plan(&client(&settings(global, None)?)?, args).await
+        }
         Command::Export(args) => {
             commands::definitions::export(&client(&settings(global, None)?)?, args).await
         }

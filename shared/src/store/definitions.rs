@@ -1,6 +1,6 @@
 //! The store's definitions as a definitions document (`chime export`, `GET /api/v1/definitions`):
 //! worker groups, routes, calendars and jobs with their triggers and dependencies, not their
-//! history.
+//! history; and the plan from them to a document (`chime plan`).
 //!
 //! The same store exports the same document, byte for byte once written as YAML: every list in
 //! the order of its names, and a setting left out only where it holds the default the API would
@@ -20,6 +20,7 @@ use super::dependencies::{OnUpstreamFailure, Window};
 use super::kind_routes::KindRoute;
 use super::worker_groups::NewWorkerGroup;
 use super::{Context, Store, StoreError};
+use crate::definitions::plan::Plan;
 use crate::definitions::{Definitions, DependencyDefinition, JobDefinition, TriggerDefinition};
 use crate::model::Backoff;
 use crate::schedule::misfire::MisfirePolicy;
@@ -72,6 +73,17 @@ struct DependencyRow {
     upstream: String,
     window: Json<Window>,
     on_upstream_failure: Json<OnUpstreamFailure>,
+}
+
+/// What applying `desired` to the store would do (nothing is deleted: an object the files no
+/// longer hold is kept unless the apply prunes its own source's).
+pub async fn plan(store: &Store, desired: &Definitions) -> Result<Plan, StoreError> {
+    let current = export(store, &[]).await?;
+    Ok(crate::definitions::plan::plan(
+        &current,
+        desired,
+        &BTreeSet::new(),
+    ))
 }
 
 /// The store's definitions; only the jobs of `job_groups` (with the calendars their triggers

@@ -309,6 +309,31 @@ async fn an_installation_made_by_hand_exports_a_stable_valid_file() -> Result<()
     std::fs::write(&file, &first)?;
     let out = offline(&["validate", "-f", &file.display().to_string()])?;
     assert!(out.status.success(), "{out:?}\n{first}");
+    // Planned against the store it came from, the export changes nothing; a changed cron is
+    // one change, old → new, and planning it changes nothing in the store.
+    let path = file.display().to_string();
+    let out = env.chime(&["plan", "-f", &path]).await?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.starts_with("No changes"),
+        "{out:?}"
+    );
+    std::fs::write(&file, first.replace("0 0 2 * * ?", "0 30 3 * * ?"))?;
+    let out = env.chime(&["plan", "-f", &path]).await?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        said.contains("~ trigger default.nightly\n    schedule: ")
+            && said.contains("\"cron\":\"0 0 2 * * ?\"")
+            && said.contains("\"cron\":\"0 30 3 * * ?\"")
+            && said.ends_with("Plan: 0 to make, 1 to change, 0 to remove.\n"),
+        "{said}"
+    );
+    let cron: String =
+        sqlx::query_scalar("SELECT schedule->>'cron' FROM triggers WHERE name = 'nightly'")
+            .fetch_one(env.store.pool())
+            .await?;
+    assert_eq!(cron, "0 0 2 * * ?", "a plan changes nothing");
     let only = export(&["export", "--job-group", "ingest"]).await?;
     assert!(
         only.contains("name: raw") && !only.contains("日报") && !only.contains("節假日"),

@@ -1,12 +1,14 @@
 //! The store's definitions as one document (`chime export`): worker groups, routes, calendars
-//! and jobs with their triggers and dependencies.
+//! and jobs with their triggers and dependencies; and the plan from them to another (`chime
+//! plan`).
 
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use chime_core::definitions::Definitions;
+use chime_core::definitions::plan::Plan;
 use chime_core::store::definitions;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 
 /// The definitions, in the order of their names; `?job_group=G` (repeatable) keeps only the
@@ -30,4 +32,15 @@ pub async fn export_definitions(
         }
     }
     Ok(Json(definitions::export(&state.store, &job_groups).await?))
+}
+
+/// What applying these definitions would create, update (each changed setting, before and
+/// after) and delete; changes nothing, and needs only the read role.
+#[utoipa::path(post, path = "/api/v1/definitions/plan", tag = "definitions",
+    request_body = Definitions, responses((status = 200, body = Plan)))]
+pub async fn plan_definitions(
+    State(state): State<AppState>,
+    ApiJson(desired): ApiJson<Definitions>,
+) -> Result<Json<Plan>, ApiError> {
+    Ok(Json(definitions::plan(&state.store, &desired).await?))
 }

@@ -1,10 +1,11 @@
-//! `chime validate`, `chime export` and `chime schema`: definitions files checked with no
-//! server, the store's definitions written as a file, and the JSON Schema editors check them
-//! with.
+//! `chime validate`, `chime plan`, `chime export` and `chime schema`: definitions files checked
+//! with no server, what they would change in the store, the store's definitions written as a
+//! file, and the JSON Schema editors check them with.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
+use chime_core::definitions::plan::{Action, Plan};
 use chime_core::definitions::{self, Problem};
 use clap::Args;
 
@@ -57,10 +58,10 @@ pub struct ValidateArgs {
     pub files: Vec<PathBuf>,
 }
 
-/// Checks the files as `apply` would, with no server: prints every problem as
-/// `file:line:column: …`, warnings too, and fails if any is an error.
-pub fn validate(args: ValidateArgs) -> Result<()> {
-    let loaded = definitions::read(&args.files).map_err(too_many)?;
+/// Reads and checks the files: every problem printed as `file:line:column: …`, warnings too;
+/// an error if any is one.
+fn read_checked(files: &[PathBuf]) -> Result<definitions::Loaded> {
+    let loaded = definitions::read(files).map_err(too_many)?;
     let report = definitions::check(&loaded, jiff::Timestamp::now());
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
@@ -68,6 +69,12 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
     if !report.errors.is_empty() {
         return Err(too_many(report.errors).into());
     }
+    Ok(loaded)
+}
+
+/// Checks the files as `apply` would, with no server, and says what they hold.
+pub fn validate(args: ValidateArgs) -> Result<()> {
+    let loaded = read_checked(&args.files)?;
     let all = loaded.definitions();
     let triggers: usize = all.jobs.iter().map(|j| j.triggers.len()).sum();
     let dependencies: usize = all.jobs.iter().map(|j| j.depends_on.len()).sum();
@@ -81,6 +88,55 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         all.jobs.len(),
     );
     Ok(())
+}
+
+/// Checks the files, then prints what applying them would change in the store: `+` made, `~`
+/// changed (each setting, before → after), `-` removed. Changes nothing.
+pub async fn plan(client: &ApiClient, args: ValidateArgs) -> Result<()> {
+    let loaded = read_checked(&args.files)?;
+    let (_, plan): (_, Plan) = client
+        .post("/api/v1/definitions/plan", &loaded.definitions())
+        .await?;
+    print!("{}", describe_plan(&plan));
+    Ok(())
+}
+
+/// The plan as `chime plan` prints it.
+pub fn describe_plan(plan: &Plan) -> String {
+    if plan.is_empty() {
+        return "No changes: the store already holds what the files say.\n".into();
+    }
+    let mut text = String::new();
+    let (mut made, mut changed, mut removed) = (0, 0, 0);
+    for change in &plan.changes {
+        let sign = match change.action {
+            Action::Create => {
+                made += 1;
+                '+'
+            }
+            Action::Update => {
+                changed += 1;
+                '~'
+            }
+            Action::Delete => {
+                removed += 1;
+                '-'
+            }
+        };
+        text.push_str(&format!("{sign} {}\n", change.object));
+        if change.action == Action::Update {
+            for field in &change.fields {
+                text.push_str(&format!(
+                    "    {}: {} → {}\n",
+                    field.field, field.before, field.after
+                ));
+            }
+        }
+    }
+    text.push_str(&format!(
+        "Plan: {made} to make, {changed} to change, {removed} to remove.\n"
+    ));
+    text
 }
 
 /// Every problem but the last printed as `error: …`; the last becomes the error the command
