@@ -109,7 +109,7 @@ enum Command {
     /// The schedule engine, no server needed.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
-    /// Checks definitions files (YAML) with no server, as `apply` would: every problem at its
+    /// Checks definitions files (YAML) with no server, as the API would: every problem at its
     /// file:line:column.
     Validate(commands::definitions::ValidateArgs),
     /// Prints the JSON Schema of definitions files, for editors.

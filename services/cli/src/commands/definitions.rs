@@ -72,7 +72,7 @@ fn read_checked(files: &[PathBuf]) -> Result<definitions::Loaded> {
     Ok(loaded)
 }
 
-/// Checks the files as `apply` would, with no server, and says what they hold.
+/// Checks the files as the API would, with no server, and says what they hold.
 pub fn validate(args: ValidateArgs) -> Result<()> {
     let loaded = read_checked(&args.files)?;
     let all = loaded.definitions();
