@@ -94,6 +94,11 @@ pub const RELAY_LEASE_S: i64 = 30;
 /// after it is lifted, and the database stamps a transaction at its start.
 pub const CLOCK_SLACK_MS: i64 = 1000;
 
+/// How long after a database fault ends it still explains a worker letting its attempts go
+/// (`never ran`, `interrupted`), in seconds: a server just back answers everyone reconnecting
+/// at once, slowly. A process fault explains a loss only within the attempt's own span.
+pub const DATABASE_AFTERMATH_S: i64 = 10;
+
 /// What the checks read.
 pub struct Evidence<'a> {
     /// The run's store.
@@ -676,7 +681,7 @@ async fn log_matches_attempts(
 /// when the worker claimed it) to its loss (when recovery or the worker recorded it), widened
 /// by [`CLOCK_SLACK_MS`] only: the ledger's times and the database's are one host's clock. A
 /// fault before the start cannot have lost an attempt not yet held, and one after the loss was
-/// recorded did not cause it.
+/// recorded did not cause it. A database fault's [`DATABASE_AFTERMATH_S`] counts as the fault.
 async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>) -> Result<usize> {
     type Lost = (
         Uuid,
@@ -713,10 +718,13 @@ async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>)
         let own_doing = error
             .as_deref()
             .is_some_and(|e| e.contains("never ran") || e.starts_with("interrupted"));
+        // A database back from a fault is still slow for a while, every process reconnecting
+        // to it at once: its aftermath explains a worker's own release too.
         let slack = SignedDuration::from_millis(CLOCK_SLACK_MS);
+        let aftermath = SignedDuration::from_secs(DATABASE_AFTERMATH_S);
         let by_database = windows
             .iter()
-            .any(|(f, t)| *f - slack <= to && from <= *t + slack);
+            .any(|(f, t)| *f - slack <= to && from <= *t + aftermath);
         if !(by_process || (own_doing && by_database)) {
             // What the ledger says about that process, to tell a checker's miss from a bug.
             let seen: Vec<String> = evidence
