@@ -15,7 +15,6 @@ use utoipa::ToSchema;
 
 use super::check::resolve_job;
 use super::format::{Definitions, DependencyDefinition, JobDefinition, TriggerDefinition};
-use crate::schedule::ScheduleSpec;
 use crate::store::patch::{Change, changes};
 
 /// What a change does.
@@ -84,27 +83,15 @@ pub fn plan(current: &Definitions, desired: &Definitions, prunable: &BTreeSet<St
 
     let mut sections: Vec<(BTreeMap<String, Value>, BTreeMap<String, Value>)> = Vec::new();
     let by = |items: Vec<(String, Value)>| items.into_iter().collect::<BTreeMap<_, _>>();
+    let group = |g: &crate::store::worker_groups::NewWorkerGroup| {
+        (
+            format!("worker group {}", g.name),
+            json(&g.description, "description"),
+        )
+    };
     sections.push((
-        by(current
-            .worker_groups
-            .iter()
-            .map(|g| {
-                (
-                    format!("worker group {}", g.name),
-                    json(&g.description, "description"),
-                )
-            })
-            .collect()),
-        by(desired
-            .worker_groups
-            .iter()
-            .map(|g| {
-                (
-                    format!("worker group {}", g.name),
-                    json(&g.description, "description"),
-                )
-            })
-            .collect()),
+        by(current.worker_groups.iter().map(group).collect()),
+        by(desired.worker_groups.iter().map(group).collect()),
     ));
     let route = |r: &crate::store::kind_routes::KindRoute| {
         (
@@ -154,7 +141,7 @@ pub fn plan(current: &Definitions, desired: &Definitions, prunable: &BTreeSet<St
             if let Some(had) = against.and_then(|c| c.schedule.start_time())
                 && t.schedule.start_time().is_none()
             {
-                t.schedule = with_start(t.schedule, had);
+                t.schedule = t.schedule.anchored_at(had);
             }
             let mut value = settings(&t);
             if let Some(fields) = value.as_object_mut() {
@@ -255,41 +242,6 @@ fn settings<T: Serialize>(value: &T) -> Value {
 
 fn trigger_name(t: &TriggerDefinition) -> String {
     format!("{}.{}", t.group(), t.name)
-}
-
-/// `schedule` with `start` as its start, for the kinds whose start anchors their fires.
-fn with_start(schedule: ScheduleSpec, start: jiff::Timestamp) -> ScheduleSpec {
-    match schedule {
-        ScheduleSpec::Simple {
-            interval_ms,
-            repeat_count,
-            start_time: None,
-            end_time,
-        } => ScheduleSpec::Simple {
-            interval_ms,
-            repeat_count,
-            start_time: Some(start),
-            end_time,
-        },
-        ScheduleSpec::CalendarInterval {
-            interval,
-            unit,
-            time_zone,
-            preserve_hour_of_day_across_dst,
-            skip_day_if_hour_does_not_exist,
-            start_time: None,
-            end_time,
-        } => ScheduleSpec::CalendarInterval {
-            interval,
-            unit,
-            time_zone,
-            preserve_hour_of_day_across_dst,
-            skip_day_if_hour_does_not_exist,
-            start_time: Some(start),
-            end_time,
-        },
-        other => other,
-    }
 }
 
 #[cfg(test)]

@@ -103,6 +103,43 @@ fn forever() -> i64 {
 }
 
 impl ScheduleSpec {
+    /// The schedule with `start` as its start where it has none and its start anchors its
+    /// fires (simple and calendar-interval: their intervals count from it), so that written
+    /// out, it fires at the same times wherever it is made again.
+    pub fn anchored_at(self, start: Timestamp) -> Self {
+        match self {
+            Self::Simple {
+                interval_ms,
+                repeat_count,
+                start_time: None,
+                end_time,
+            } => Self::Simple {
+                interval_ms,
+                repeat_count,
+                start_time: Some(start),
+                end_time,
+            },
+            Self::CalendarInterval {
+                interval,
+                unit,
+                time_zone,
+                preserve_hour_of_day_across_dst,
+                skip_day_if_hour_does_not_exist,
+                start_time: None,
+                end_time,
+            } => Self::CalendarInterval {
+                interval,
+                unit,
+                time_zone,
+                preserve_hour_of_day_across_dst,
+                skip_day_if_hour_does_not_exist,
+                start_time: Some(start),
+                end_time,
+            },
+            other => other,
+        }
+    }
+
     /// The schedule's own start time, if it has one.
     pub fn start_time(&self) -> Option<Timestamp> {
         match self {

@@ -245,40 +245,9 @@ fn job(r: JobRow) -> JobDefinition {
 }
 
 fn trigger(t: TriggerRow) -> TriggerDefinition {
-    let start = t.start_time.to_jiff();
     // The start a trigger was given when made anchors the phase of an interval: written out,
     // the same fires follow wherever the document is applied.
-    let schedule = match t.schedule.0 {
-        ScheduleSpec::Simple {
-            interval_ms,
-            repeat_count,
-            start_time: None,
-            end_time,
-        } => ScheduleSpec::Simple {
-            interval_ms,
-            repeat_count,
-            start_time: Some(start),
-            end_time,
-        },
-        ScheduleSpec::CalendarInterval {
-            interval,
-            unit,
-            time_zone,
-            preserve_hour_of_day_across_dst,
-            skip_day_if_hour_does_not_exist,
-            start_time: None,
-            end_time,
-        } => ScheduleSpec::CalendarInterval {
-            interval,
-            unit,
-            time_zone,
-            preserve_hour_of_day_across_dst,
-            skip_day_if_hour_does_not_exist,
-            start_time: Some(start),
-            end_time,
-        },
-        other => other,
-    };
+    let schedule = t.schedule.0.anchored_at(t.start_time.to_jiff());
     TriggerDefinition {
         group: Some(t.group_name),
         name: t.name,
