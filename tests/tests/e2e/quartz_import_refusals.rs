@@ -3,7 +3,7 @@
 //! unreadable blob; killed or cut off in the middle of its write, it leaves nothing either. The store here is written by hand with the columns Quartz 2.3.2's
 //! PostgreSQL script makes (a store made by Quartz itself is `quartz_import`'s).
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use chime_tests::TestEnv;
 
 /// The eleven tables with their columns, as Quartz's `tables_postgres.sql` has them.
@@ -424,33 +424,21 @@ async fn an_import_killed_or_cut_off_mid_write_leaves_nothing_and_the_next_run_t
 }
 
 /// Runs `chime ARGS` on `env`'s store and returns its output with its peak resident memory in
-/// KiB, as the kernel accounted it for that process alone (`wait4`).
+/// KiB, measured by `peak-rss` (this binary's own children start from its size, not theirs).
 fn chime_measured(env: &TestEnv, args: &[&str]) -> Result<(std::process::Output, i64)> {
-    use std::os::unix::process::ExitStatusExt as _;
-    let dir = std::env::temp_dir().join(format!("chime-measured-{}", uuid::Uuid::now_v7()));
-    std::fs::create_dir_all(&dir)?;
-    let (out, err) = (dir.join("out"), dir.join("err"));
-    let child = std::process::Command::new(chime_tests::chime_binary()?)
+    let report = std::env::temp_dir().join(format!("chime-peak-{}", uuid::Uuid::now_v7()));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_peak-rss"))
+        .arg(&report)
+        .arg(chime_tests::chime_binary()?)
         .args(args)
         .env("CHIME_DATABASE_URL", &env.settings.database_url)
         .env("CHIME_CONFIG", "/nonexistent/chime.toml")
         .env_remove("DATABASE_URL")
-        .stdout(std::fs::File::create(&out)?)
-        .stderr(std::fs::File::create(&err)?)
-        .spawn()?;
-    let pid = i32::try_from(child.id())?;
-    let mut status = 0;
-    // SAFETY: a plain FFI call on a zeroed rusage this function owns; the pid is our child's.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    anyhow::ensure!(waited == pid, "wait4: {}", std::io::Error::last_os_error());
-    let output = std::process::Output {
-        status: std::process::ExitStatus::from_raw(status),
-        stdout: std::fs::read(out)?,
-        stderr: std::fs::read(err)?,
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok((output, usage.ru_maxrss))
+        .output()?;
+    let peak = std::fs::read_to_string(&report)
+        .with_context(|| format!("peak-rss wrote no report: {output:?}"))?;
+    let _ = std::fs::remove_file(&report);
+    Ok((output, peak.trim().parse()?))
 }
 
 /// A hostile store of 16 MB: 200 jobs whose 72 KB maps each share one 60,000-character string
