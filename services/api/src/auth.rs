@@ -297,7 +297,7 @@ pub async fn authorize(
     if !identity.has(needed) {
         if audited(&method, &path) {
             let _ = audit::record(
-                &state.store,
+                state.store.pool(),
                 &identity.name,
                 method.as_str(),
                 &path,
@@ -321,7 +321,7 @@ pub async fn authorize(
     // Recorded whatever the answer: a 5xx may follow a change that committed.
     if audited(&method, &path)
         && let Err(error) = audit::record(
-            &state.store,
+            state.store.pool(),
             &actor,
             method.as_str(),
             &path,

@@ -35,7 +35,7 @@ pub use state::AppState;
 /// room for the other fields, so the submission check (413 with the sizes) answers first.
 const MAX_BODY_BYTES: usize = 2 * MAX_PAYLOAD_BYTES;
 
-/// The largest `POST /api/v1/tasks/batch` body.
+/// The largest `POST /api/v1/tasks/batch` body, and the largest definitions document.
 const MAX_BATCH_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// The API could not start.
@@ -112,7 +112,14 @@ pub fn router(state: AppState) -> Router {
         ))
         .routes(routes!(routes::schedule::preview_schedule))
         .routes(routes!(routes::definitions::export_definitions))
-        .routes(routes!(routes::definitions::plan_definitions))
+        .routes(
+            routes!(routes::definitions::plan_definitions)
+                .layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)),
+        )
+        .routes(
+            routes!(routes::definitions::apply_definitions)
+                .layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)),
+        )
         .routes(routes!(routes::jobs::create_job, routes::jobs::list_jobs))
         .routes(routes!(
             routes::jobs::get_job,
@@ -196,7 +203,12 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             |State(state): State<AppState>, request: axum::extract::Request, next: Next| async move {
-                let batch = request.uri().path() == "/api/v1/tasks/batch";
+                // A batch, or a definitions document (a thousand jobs is about 1 MB of JSON):
+                // large, so they share the room batches take.
+                let path = request.uri().path();
+                let batch = path == "/api/v1/tasks/batch"
+                    || path == "/api/v1/definitions/plan"
+                    || path == "/api/v1/definitions/apply";
                 let limit = if batch { MAX_BATCH_BODY_BYTES } else { MAX_BODY_BYTES };
                 limits::read_body_in_time(&state.batch_bytes, limit, batch, request, next).await
             },

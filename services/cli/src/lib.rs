@@ -117,8 +117,12 @@ enum Command {
     /// Writes the store's definitions (not its history) as a definitions file (YAML).
     Export(commands::definitions::ExportArgs),
     /// Checks definitions files, then prints what applying them would change in the store:
-    /// each object to make, change (each setting, before → after) or remove. Changes nothing.
-    Plan(commands::definitions::ValidateArgs),
+    /// each object to make, change (each setting, before → after) or remove. Changes nothing
+    /// (`chime apply --dry-run`).
+    Plan(commands::definitions::ApplyArgs),
+    /// Checks definitions files and applies them in one transaction: any error, and nothing
+    /// changes. Prints each change; `--dry-run` only plans.
+    Apply(commands::definitions::ApplyArgs),
     /// Lists workers.
     Workers {
         /// Print JSON.
@@ -505,6 +509,19 @@ impl std::fmt::Display for BadInput {
 
 impl std::error::Error for BadInput {}
 
+/// Not a failure: the command ends with this status and prints nothing more (`chime apply
+/// --exit-code` when there are changes).
+#[derive(Debug)]
+pub struct ExitWith(pub u8);
+
+impl std::fmt::Display for ExitWith {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit status {}", self.0)
+    }
+}
+
+impl std::error::Error for ExitWith {}
+
 /// Parses the command line and runs it; the binary's `main`.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -528,6 +545,9 @@ pub fn main() -> ExitCode {
     };
     let code: u8 = match runtime.block_on(run(cli)) {
         Ok(()) => 0,
+        Err(error) if error.downcast_ref::<ExitWith>().is_some() => {
+            error.downcast_ref::<ExitWith>().map_or(1, |e| e.0)
+        }
         Err(error) => {
             eprintln!("error: {}", error_chain(&error));
             if let Some(ended) = error.downcast_ref::<TaskEnded>() {
@@ -695,7 +715,14 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Validate(args) => commands::definitions::validate(args),
         Command::Schema => commands::definitions::schema(),
         Command::Plan(args) => {
-            commands::definitions::plan(&client(&settings(global, None)?)?, args).await
+            let args = commands::definitions::ApplyArgs {
+                dry_run: true,
+                ..args
+            };
+            commands::definitions::apply(&client(&settings(global, None)?)?, args).await
+        }
+        Command::Apply(args) => {
+            commands::definitions::apply(&client(&settings(global, None)?)?, args).await
         }
         Command::Export(args) => {
             commands::definitions::export(&client(&settings(global, None)?)?, args).await

@@ -4,10 +4,14 @@
 //! and one it sets to the API's default are the same, and a job without a worker group goes
 //! where its kind's route sends it.
 //!
-//! A trigger's `paused` is not a setting the plan compares: pausing and resuming stay operator
-//! actions (see `format.rs`).
+//! An object's source (the apply that made or last changed it) is not compared: an apply
+//! records it on what it makes or updates, and deletes only its own source's objects. A
+//! trigger's `paused` is an operator's action: the files' value is applied when the trigger is
+//! made, and after that only when it changed in the files since this source's last apply (so a
+//! pause made in the dashboard outlives the next deploy).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -29,17 +33,90 @@ pub enum Action {
     Delete,
 }
 
+/// An object a definitions document holds, by its names. Ordered as the objects must be made:
+/// a route needs its worker group, a trigger its job and calendar, a dependency both jobs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Object {
+    /// A worker group, by name.
+    WorkerGroup(String),
+    /// A kind's route, by kind.
+    Route(String),
+    /// A calendar, by name.
+    Calendar(String),
+    /// A job, by group and name.
+    Job(String, String),
+    /// A trigger, by group and name.
+    Trigger(String, String),
+    /// A dependency: the downstream job and the upstream, each by group and name.
+    Dependency((String, String), (String, String)),
+}
+
+impl Object {
+    /// The object [`fmt::Display`] wrote as `text`, when the names hold no dot or ` on ` that
+    /// makes it ambiguous: a job `a.b.c` is read as group `a`, name `b.c`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let dotted = |s: &str| {
+            s.split_once('.')
+                .map(|(g, n)| (g.to_string(), n.to_string()))
+        };
+        if let Some(name) = text.strip_prefix("worker group ") {
+            return Some(Object::WorkerGroup(name.to_string()));
+        }
+        if let Some(kind) = text.strip_prefix("route ") {
+            return Some(Object::Route(kind.to_string()));
+        }
+        if let Some(name) = text.strip_prefix("calendar ") {
+            return Some(Object::Calendar(name.to_string()));
+        }
+        if let Some(job) = text.strip_prefix("job ") {
+            let (g, n) = dotted(job)?;
+            return Some(Object::Job(g, n));
+        }
+        if let Some(trigger) = text.strip_prefix("trigger ") {
+            let (g, n) = dotted(trigger)?;
+            return Some(Object::Trigger(g, n));
+        }
+        let (job, upstream) = text.strip_prefix("dependency ")?.split_once(" on ")?;
+        Some(Object::Dependency(dotted(job)?, dotted(upstream)?))
+    }
+
+    /// The name the audit trail gives the object (`worker-group etl`, `kind-route hive`; the
+    /// others as [`fmt::Display`] writes them).
+    pub fn audit_name(&self) -> String {
+        match self {
+            Object::WorkerGroup(name) => format!("worker-group {name}"),
+            Object::Route(kind) => format!("kind-route {kind}"),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Object::WorkerGroup(name) => write!(f, "worker group {name}"),
+            Object::Route(kind) => write!(f, "route {kind}"),
+            Object::Calendar(name) => write!(f, "calendar {name}"),
+            Object::Job(group, name) => write!(f, "job {group}.{name}"),
+            Object::Trigger(group, name) => write!(f, "trigger {group}.{name}"),
+            Object::Dependency((g, n), (ug, un)) => write!(f, "dependency {g}.{n} on {ug}.{un}"),
+        }
+    }
+}
+
 /// One object's change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ObjectChange {
     /// What it does.
     pub action: Action,
-    /// The object, as the audit trail names it: `job reports.日报`, `trigger default.nightly`,
-    /// `dependency reports.日报 on ingest.raw`, `calendar holidays`, `worker group etl`,
-    /// `route hive`.
+    /// The object: `job reports.日报`, `trigger default.nightly`, `dependency reports.日报 on
+    /// ingest.raw`, `calendar holidays`, `worker group etl`, `route hive`.
     pub object: String,
     /// For an update, each changed setting, before and after; for a create, every setting.
     pub fields: Vec<Change>,
+    /// The object by its names, for the apply that makes the change.
+    #[serde(skip)]
+    pub target: Option<Object>,
 }
 
 /// Every change, creates and updates first (in the order they can be made: groups, routes,
@@ -57,12 +134,21 @@ impl Plan {
     }
 }
 
+/// What the plan knows of the store beyond its definitions: which objects the applying source
+/// made, and what its files said of its triggers' pauses at its last apply.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// The objects that may be deleted when the files no longer hold them: the apply's own
+    /// source's, when it prunes; none otherwise.
+    pub prunable: BTreeSet<Object>,
+    /// For each trigger of the applying source, the `paused` its files said at the last apply.
+    pub applied_paused: BTreeMap<Object, bool>,
+}
+
 /// The plan from `current` (the store's definitions, as `export` reads them) to `desired` (the
-/// files'). `prunable` names the objects (as [`ObjectChange::object`] does) that may be deleted
-/// when the files no longer hold them: those of the apply's own source; none when not pruning.
-/// `routes` are the routes the jobs resolve their worker groups by (the files', over the
-/// store's).
-pub fn plan(current: &Definitions, desired: &Definitions, prunable: &BTreeSet<String>) -> Plan {
+/// files'), within `scope`. Jobs resolve their worker groups by the files' routes over the
+/// store's.
+pub fn plan(current: &Definitions, desired: &Definitions, scope: &Scope) -> Plan {
     let mut routes: BTreeMap<&str, &str> = current
         .routes
         .iter()
@@ -81,37 +167,37 @@ pub fn plan(current: &Definitions, desired: &Definitions, prunable: &BTreeSet<St
         .map(|j| (j.group().to_string(), j.name.clone()))
         .collect();
 
-    let mut sections: Vec<(BTreeMap<String, Value>, BTreeMap<String, Value>)> = Vec::new();
-    let by = |items: Vec<(String, Value)>| items.into_iter().collect::<BTreeMap<_, _>>();
+    type Section = BTreeMap<Object, Value>;
+    let mut sections: Vec<(Section, Section)> = Vec::new();
     let group = |g: &crate::store::worker_groups::NewWorkerGroup| {
         (
-            format!("worker group {}", g.name),
+            Object::WorkerGroup(g.name.clone()),
             json(&g.description, "description"),
         )
     };
     sections.push((
-        by(current.worker_groups.iter().map(group).collect()),
-        by(desired.worker_groups.iter().map(group).collect()),
+        current.worker_groups.iter().map(group).collect(),
+        desired.worker_groups.iter().map(group).collect(),
     ));
     let route = |r: &crate::store::kind_routes::KindRoute| {
         (
-            format!("route {}", r.kind),
+            Object::Route(r.kind.clone()),
             json(&r.worker_group, "worker_group"),
         )
     };
     sections.push((
-        by(current.routes.iter().map(route).collect()),
-        by(desired.routes.iter().map(route).collect()),
+        current.routes.iter().map(route).collect(),
+        desired.routes.iter().map(route).collect(),
     ));
     let calendar = |c: &crate::store::calendars::NamedCalendar| {
         (
-            format!("calendar {}", c.name),
+            Object::Calendar(c.name.clone()),
             serde_json::json!({"description": c.description, "definition": c.definition}),
         )
     };
     sections.push((
-        by(current.calendars.iter().map(calendar).collect()),
-        by(desired.calendars.iter().map(calendar).collect()),
+        current.calendars.iter().map(calendar).collect(),
+        desired.calendars.iter().map(calendar).collect(),
     ));
     let job = |j: &JobDefinition| {
         let mut job = j.clone().normalized();
@@ -121,23 +207,25 @@ pub fn plan(current: &Definitions, desired: &Definitions, prunable: &BTreeSet<St
         }
         job.triggers.clear();
         job.depends_on.clear();
-        (format!("job {}", j.dotted()), settings(&job))
+        (
+            Object::Job(j.group().to_string(), j.name.clone()),
+            settings(&job),
+        )
     };
     sections.push((
-        by(current.jobs.iter().map(job).collect()),
-        by(desired.jobs.iter().map(job).collect()),
+        current.jobs.iter().map(job).collect(),
+        desired.jobs.iter().map(job).collect(),
     ));
-    let current_triggers: BTreeMap<String, &TriggerDefinition> = current
+    let current_triggers: BTreeMap<Object, &TriggerDefinition> = current
         .jobs
         .iter()
         .flat_map(|j| &j.triggers)
-        .map(|t| (trigger_name(t), t))
+        .map(|t| (trigger_object(t), t))
         .collect();
     let trigger =
         |j: &JobDefinition, t: &TriggerDefinition, against: Option<&TriggerDefinition>| {
             let mut t = t.clone().normalized();
             t.paused = None;
-            // A file that gives an interval no start keeps the start the trigger has.
             if let Some(had) = against.and_then(|c| c.schedule.start_time())
                 && t.schedule.start_time().is_none()
             {
@@ -147,29 +235,28 @@ pub fn plan(current: &Definitions, desired: &Definitions, prunable: &BTreeSet<St
             if let Some(fields) = value.as_object_mut() {
                 fields.insert("job".into(), Value::String(j.dotted()));
             }
-            (format!("trigger {}", trigger_name(&t)), value)
+            (trigger_object(&t), value)
         };
     sections.push((
-        by(current
+        current
             .jobs
             .iter()
             .flat_map(|j| j.triggers.iter().map(move |t| (j, t)))
             .map(|(j, t)| trigger(j, t, None))
-            .collect()),
-        by(desired
+            .collect(),
+        desired
             .jobs
             .iter()
             .flat_map(|j| j.triggers.iter().map(move |t| (j, t)))
-            .map(|(j, t)| trigger(j, t, current_triggers.get(&trigger_name(t)).copied()))
-            .collect()),
+            .map(|(j, t)| trigger(j, t, current_triggers.get(&trigger_object(t)).copied()))
+            .collect(),
     ));
     let dependency = |j: &JobDefinition, d: &DependencyDefinition| {
-        let upstream = resolve_job(&d.job, &jobs)
-            .map(|(g, n)| format!("{g}.{n}"))
-            .unwrap_or_else(|| d.job.clone());
+        let upstream =
+            resolve_job(&d.job, &jobs).unwrap_or_else(|| ("default".into(), d.job.clone()));
         let normalized = d.clone().normalized();
         (
-            format!("dependency {} on {upstream}", j.dotted()),
+            Object::Dependency((j.group().to_string(), j.name.clone()), upstream),
             serde_json::json!({
                 "window": normalized.window,
                 "on_upstream_failure": normalized.on_upstream_failure,
@@ -177,50 +264,80 @@ pub fn plan(current: &Definitions, desired: &Definitions, prunable: &BTreeSet<St
         )
     };
     sections.push((
-        by(current
+        current
             .jobs
             .iter()
             .flat_map(|j| j.depends_on.iter().map(move |d| (j, d)))
             .map(|(j, d)| dependency(j, d))
-            .collect()),
-        by(desired
+            .collect(),
+        desired
             .jobs
             .iter()
             .flat_map(|j| j.depends_on.iter().map(move |d| (j, d)))
             .map(|(j, d)| dependency(j, d))
-            .collect()),
+            .collect(),
     ));
+    let desired_paused: BTreeMap<Object, bool> = desired
+        .jobs
+        .iter()
+        .flat_map(|j| &j.triggers)
+        .map(|t| (trigger_object(t), t.paused.unwrap_or(false)))
+        .collect();
 
     let mut plan = Plan::default();
     let mut deletes = Vec::new();
     for (now, wanted) in &sections {
         for (object, value) in wanted {
-            match now.get(object) {
-                None => plan.changes.push(ObjectChange {
-                    action: Action::Create,
-                    object: object.clone(),
-                    fields: changes(&Value::Null, value),
-                }),
-                Some(had) if had != value => plan.changes.push(ObjectChange {
-                    action: Action::Update,
-                    object: object.clone(),
-                    fields: changes(had, value),
-                }),
-                Some(_) => {}
+            let mut fields = match now.get(object) {
+                None => changes(&Value::Null, value),
+                Some(had) => changes(had, value),
+            };
+            let is_new = !now.contains_key(object);
+            if let Some(&paused) = desired_paused.get(object) {
+                let was = current_triggers
+                    .get(object)
+                    .is_some_and(|t| t.paused == Some(true));
+                let changed_in_files = scope
+                    .applied_paused
+                    .get(object)
+                    .is_some_and(|&last| last != paused);
+                if (is_new && paused) || (!is_new && changed_in_files && was != paused) {
+                    fields.push(Change {
+                        field: "paused".into(),
+                        before: if is_new {
+                            Value::Null
+                        } else {
+                            Value::Bool(was)
+                        },
+                        after: Value::Bool(paused),
+                    });
+                }
+            }
+            if is_new || !fields.is_empty() {
+                plan.changes.push(ObjectChange {
+                    action: if is_new {
+                        Action::Create
+                    } else {
+                        Action::Update
+                    },
+                    object: object.to_string(),
+                    fields,
+                    target: Some(object.clone()),
+                });
             }
         }
-        let mut gone: Vec<ObjectChange> = now
+        let gone: Vec<ObjectChange> = now
             .iter()
-            .filter(|(object, _)| !wanted.contains_key(*object) && prunable.contains(*object))
+            .filter(|(object, _)| !wanted.contains_key(*object) && scope.prunable.contains(*object))
             .map(|(object, had)| ObjectChange {
                 action: Action::Delete,
-                object: object.clone(),
+                object: object.to_string(),
                 fields: changes(had, &Value::Null),
+                target: Some(object.clone()),
             })
             .collect();
-        deletes.push(std::mem::take(&mut gone));
+        deletes.push(gone);
     }
-    // Deletes the other way round: a dependency before its job, a job before its calendar.
     for section in deletes.into_iter().rev() {
         plan.changes.extend(section);
     }
@@ -240,8 +357,8 @@ fn settings<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-fn trigger_name(t: &TriggerDefinition) -> String {
-    format!("{}.{}", t.group(), t.name)
+fn trigger_object(t: &TriggerDefinition) -> Object {
+    Object::Trigger(t.group().to_string(), t.name.clone())
 }
 
 #[cfg(test)]
@@ -285,7 +402,7 @@ jobs:
                     "Asia/Shanghai}\n        misfire_policy: smart\n        paused: true",
                 ),
         );
-        let plan = plan(&current, &desired, &BTreeSet::new());
+        let plan = plan(&current, &desired, &Scope::default());
         assert!(plan.is_empty(), "{plan:#?}");
     }
 
@@ -293,7 +410,7 @@ jobs:
     fn a_changed_cron_is_an_update_naming_the_field() {
         let current = definitions(STORE);
         let desired = definitions(&STORE.replace("0 0 2 * * ?", "0 30 3 * * ?"));
-        let plan = plan(&current, &desired, &BTreeSet::new());
+        let plan = plan(&current, &desired, &Scope::default());
         assert_eq!(plan.changes.len(), 1, "{plan:#?}");
         let change = &plan.changes[0];
         assert_eq!(
@@ -313,9 +430,12 @@ jobs:
             "  - name: old\n    kind: noop\n    worker_group: default\n",
             "",
         ));
-        assert!(plan(&current, &desired, &BTreeSet::new()).is_empty());
-        let prunable: BTreeSet<String> = ["job default.old".to_string()].into_iter().collect();
-        let plan = plan(&current, &desired, &prunable);
+        assert!(plan(&current, &desired, &Scope::default()).is_empty());
+        let scope = Scope {
+            prunable: [Object::Job("default".into(), "old".into())].into(),
+            ..Scope::default()
+        };
+        let plan = plan(&current, &desired, &scope);
         assert_eq!(plan.changes.len(), 1, "{plan:#?}");
         assert_eq!(plan.changes[0].action, Action::Delete);
         assert_eq!(plan.changes[0].object, "job default.old");
@@ -326,7 +446,7 @@ jobs:
         let desired = definitions(&format!(
             "{STORE}calendars:\n  - name: c\n    definition: {{kind: weekly, excluded_days: [SAT]}}\n"
         ));
-        let plan = plan(&Definitions::default(), &desired, &BTreeSet::new());
+        let plan = plan(&Definitions::default(), &desired, &Scope::default());
         let objects: Vec<&str> = plan.changes.iter().map(|c| c.object.as_str()).collect();
         assert_eq!(
             objects,
@@ -337,5 +457,32 @@ jobs:
                 "trigger default.nightly"
             ]
         );
+    }
+
+    #[test]
+    fn a_files_pause_applies_only_when_it_changed_in_the_files() {
+        let nightly = Object::Trigger("default".into(), "nightly".into());
+        let paused_in_store =
+            STORE.replace("Asia/Shanghai}", "Asia/Shanghai}\n        paused: true");
+        let current = definitions(&paused_in_store);
+        // The operator paused it; the files still say running, as at the last apply.
+        let scope = Scope {
+            applied_paused: [(nightly.clone(), false)].into(),
+            ..Scope::default()
+        };
+        assert!(plan(&current, &definitions(STORE), &scope).is_empty());
+        // The files say paused now, the last apply said running: it was paused in the files,
+        // and already is.
+        assert!(plan(&current, &definitions(&paused_in_store), &scope).is_empty());
+        // Resumed in the files since the last apply: the resume is applied.
+        let scope = Scope {
+            applied_paused: [(nightly.clone(), true)].into(),
+            ..Scope::default()
+        };
+        let plan = plan(&current, &definitions(STORE), &scope);
+        assert_eq!(plan.changes.len(), 1, "{plan:#?}");
+        assert_eq!(plan.changes[0].target, Some(nightly));
+        assert_eq!(plan.changes[0].fields[0].field, "paused");
+        assert_eq!(plan.changes[0].fields[0].after, Value::Bool(false));
     }
 }

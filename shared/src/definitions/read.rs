@@ -108,6 +108,89 @@ impl Loaded {
     }
 }
 
+impl Loaded {
+    /// Where the files define `object`, as the document and the path to it; the first place
+    /// when several do.
+    pub fn locate(&self, object: &super::plan::Object) -> Option<(usize, Vec<Step>)> {
+        use super::plan::Object;
+        for (d, document) in self.documents.iter().enumerate() {
+            let defs = &document.definitions;
+            let found = match object {
+                Object::WorkerGroup(name) => defs
+                    .worker_groups
+                    .iter()
+                    .position(|g| &g.name == name)
+                    .map(|i| vec![Step::Key("worker_groups"), Step::Index(i)]),
+                Object::Route(kind) => defs
+                    .routes
+                    .iter()
+                    .position(|r| &r.kind == kind)
+                    .map(|i| vec![Step::Key("routes"), Step::Index(i)]),
+                Object::Calendar(name) => defs
+                    .calendars
+                    .iter()
+                    .position(|c| &c.name == name)
+                    .map(|i| vec![Step::Key("calendars"), Step::Index(i)]),
+                Object::Job(group, name) => defs
+                    .jobs
+                    .iter()
+                    .position(|j| j.group() == group && &j.name == name)
+                    .map(|i| vec![Step::Key("jobs"), Step::Index(i)]),
+                Object::Trigger(group, name) => defs.jobs.iter().enumerate().find_map(|(i, j)| {
+                    j.triggers
+                        .iter()
+                        .position(|t| t.group() == group && &t.name == name)
+                        .map(|k| {
+                            vec![
+                                Step::Key("jobs"),
+                                Step::Index(i),
+                                Step::Key("triggers"),
+                                Step::Index(k),
+                            ]
+                        })
+                }),
+                Object::Dependency((group, name), (upstream_group, upstream)) => {
+                    let dotted = format!("{upstream_group}.{upstream}");
+                    defs.jobs
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, j)| j.group() == group && &j.name == name)
+                        .find_map(|(i, j)| {
+                            j.depends_on
+                                .iter()
+                                .position(|u| {
+                                    u.job == dotted
+                                        || (upstream_group == "default" && &u.job == upstream)
+                                })
+                                .map(|k| {
+                                    vec![
+                                        Step::Key("jobs"),
+                                        Step::Index(i),
+                                        Step::Key("depends_on"),
+                                        Step::Index(k),
+                                    ]
+                                })
+                        })
+                }
+            };
+            if let Some(path) = found {
+                return Some((d, path));
+            }
+        }
+        None
+    }
+
+    /// A message that begins with an object's name (`job reports.daily: …`, as an apply's
+    /// errors do) as a problem at the place the files define that object; None when it names
+    /// none of them.
+    pub fn place(&self, message: &str) -> Option<Problem> {
+        let (object, _) = message.split_once(": ")?;
+        let object = super::plan::Object::parse(object)?;
+        let (document, path) = self.locate(&object)?;
+        Some(self.problem(document, &path, message.to_string()))
+    }
+}
+
 /// Reads every definitions file under `paths`. Returns every problem found in any of them (a
 /// file that cannot be read, a document that does not parse), not only the first.
 pub fn read(paths: &[PathBuf]) -> Result<Loaded, Vec<Problem>> {

@@ -17,6 +17,8 @@ pub struct AuditDetail {
     pub object: Option<String>,
     /// For an update, each setting it changed.
     pub changes: Vec<Change>,
+    /// The definitions source an apply made the change from (`chime apply --source`).
+    pub source: Option<String>,
 }
 
 impl AuditDetail {
@@ -38,6 +40,7 @@ impl AuditDetail {
         Self {
             object: Some(object),
             changes: super::patch::redacted(&changes),
+            source: None,
         }
     }
 }
@@ -65,6 +68,9 @@ pub struct AuditEvent {
     /// For an update, each setting before and after.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<Change>,
+    /// For a change an apply made, the definitions source it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// The object an API path names, as `<kind> <name>`, where the path alone names it (a
@@ -94,9 +100,10 @@ pub fn object_of_path(path: &str) -> Option<String> {
     }
 }
 
-/// Records a change to `target` (the path), with what the handler said of it.
+/// Records a change to `target` (the path), with what the handler said of it, on `db` (an
+/// apply records its changes inside its own transaction).
 pub async fn record(
-    store: &Store,
+    db: impl sqlx::PgExecutor<'_>,
     actor: &str,
     action: &str,
     target: &str,
@@ -110,8 +117,8 @@ pub async fn record(
         .filter(|d| !d.changes.is_empty())
         .map(|d| sqlx::types::Json(&d.changes));
     sqlx::query(
-        "INSERT INTO audit_events (actor, action, target, status, object, changes)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO audit_events (actor, action, target, status, object, changes, source)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(actor)
     .bind(action)
@@ -119,7 +126,8 @@ pub async fn record(
     .bind(i32::from(status))
     .bind(object)
     .bind(changes)
-    .execute(store.pool())
+    .bind(detail.and_then(|d| d.source.as_deref()))
+    .execute(db)
     .await
     .context("recording an audit event")?;
     Ok(())
@@ -152,6 +160,7 @@ pub async fn list(
                 "token",
                 "webhook",
                 "history",
+                "definitions",
             ]
             .iter()
             .map(|kind| format!("{kind} {o}"))
@@ -168,9 +177,10 @@ pub async fn list(
         status: i32,
         object: Option<String>,
         changes: Option<sqlx::types::Json<Vec<Change>>>,
+        source: Option<String>,
     }
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT id, at, actor, action, target, status, object, changes FROM audit_events
+        "SELECT id, at, actor, action, target, status, object, changes, source FROM audit_events
          WHERE ($1::text IS NULL OR actor = $1) AND ($2::bigint IS NULL OR id < $2)
            AND ($4::text[] IS NULL OR object = ANY ($4))
          ORDER BY id DESC LIMIT $3",
@@ -193,6 +203,7 @@ pub async fn list(
             status: r.status,
             object: r.object,
             changes: r.changes.map(|c| c.0).unwrap_or_default(),
+            source: r.source,
         })
         .collect())
 }

@@ -31,17 +31,24 @@ fn check(calendar: &NamedCalendar) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Creates a calendar after checking its definition.
-pub async fn create(store: &Store, calendar: NamedCalendar) -> Result<NamedCalendar, StoreError> {
+/// Creates a calendar after checking its definition; `source` is the definitions source that
+/// made it (None: by hand).
+pub async fn create(
+    db: impl sqlx::PgExecutor<'_>,
+    calendar: NamedCalendar,
+    source: Option<&str>,
+) -> Result<NamedCalendar, StoreError> {
     crate::model::check_name("calendar name", &calendar.name).map_err(StoreError::Invalid)?;
     check(&calendar)?;
-    let inserted =
-        sqlx::query("INSERT INTO calendars (name, definition, description) VALUES ($1, $2, $3)")
-            .bind(&calendar.name)
-            .bind(Json(&calendar.definition))
-            .bind(&calendar.description)
-            .execute(store.pool())
-            .await;
+    let inserted = sqlx::query(
+        "INSERT INTO calendars (name, definition, description, source) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(&calendar.name)
+    .bind(Json(&calendar.definition))
+    .bind(&calendar.description)
+    .bind(source)
+    .execute(db)
+    .await;
     match inserted {
         Ok(_) => Ok(calendar),
         Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => Err(
@@ -52,16 +59,23 @@ pub async fn create(store: &Store, calendar: NamedCalendar) -> Result<NamedCalen
 }
 
 /// Replaces a calendar's definition; triggers that use it follow it from their next fire on.
-pub async fn update(store: &Store, calendar: NamedCalendar) -> Result<NamedCalendar, StoreError> {
+/// `source` is the definitions source that updated it (None, by hand, keeps the one it had).
+pub async fn update(
+    db: impl sqlx::PgExecutor<'_>,
+    calendar: NamedCalendar,
+    source: Option<&str>,
+) -> Result<NamedCalendar, StoreError> {
     check(&calendar)?;
     let done = sqlx::query(
-        "UPDATE calendars SET definition = $2, description = $3, updated_at = now()
+        "UPDATE calendars SET definition = $2, description = $3,
+                source = coalesce($4, source), updated_at = now()
          WHERE name = $1",
     )
     .bind(&calendar.name)
     .bind(Json(&calendar.definition))
     .bind(&calendar.description)
-    .execute(store.pool())
+    .bind(source)
+    .execute(db)
     .await
     .context("updating the calendar")?;
     if done.rows_affected() == 0 {
@@ -88,10 +102,10 @@ pub async fn list(store: &Store) -> Result<Vec<NamedCalendar>, StoreError> {
 }
 
 /// Deletes a calendar no trigger uses.
-pub async fn delete(store: &Store, name: &str) -> Result<(), StoreError> {
+pub async fn delete(db: impl sqlx::PgExecutor<'_>, name: &str) -> Result<(), StoreError> {
     let deleted = sqlx::query("DELETE FROM calendars WHERE name = $1")
         .bind(name)
-        .execute(store.pool())
+        .execute(db)
         .await;
     match deleted {
         Ok(done) if done.rows_affected() == 0 => {

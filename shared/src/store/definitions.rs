@@ -1,6 +1,13 @@
 //! The store's definitions as a definitions document (`chime export`, `GET /api/v1/definitions`):
 //! worker groups, routes, calendars and jobs with their triggers and dependencies, not their
-//! history; and the plan from them to a document (`chime plan`).
+//! history; the plan from them to a document (`chime plan`, `chime apply --dry-run`); and the
+//! apply of that plan in one transaction (`chime apply`).
+//!
+//! An apply runs under one advisory lock (two applies never interleave), reads the store,
+//! plans, and makes each change through the same store functions the API's calls use, so a
+//! job or trigger is checked as its own endpoint checks it. The first error rolls back every
+//! change. Each change is recorded in the audit trail with its fields, the actor and the
+//! source, in the same transaction: the trail holds exactly what committed.
 //!
 //! The same store exports the same document, byte for byte once written as YAML: every list in
 //! the order of its names, and a setting left out only where it holds the default the API would
@@ -12,15 +19,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 use sqlx::types::Json;
+use utoipa::ToSchema;
 
 use super::calendars::NamedCalendar;
 use super::dependencies::{OnUpstreamFailure, Window};
 use super::kind_routes::KindRoute;
 use super::worker_groups::NewWorkerGroup;
 use super::{Context, Store, StoreError};
-use crate::definitions::plan::Plan;
+use crate::definitions::plan::{Action, Object, ObjectChange, Plan, Scope};
 use crate::definitions::{Definitions, DependencyDefinition, JobDefinition, TriggerDefinition};
 use crate::model::Backoff;
 use crate::schedule::misfire::MisfirePolicy;
@@ -75,27 +84,451 @@ struct DependencyRow {
     on_upstream_failure: Json<OnUpstreamFailure>,
 }
 
-/// What applying `desired` to the store would do (nothing is deleted: an object the files no
-/// longer hold is kept unless the apply prunes its own source's).
-pub async fn plan(store: &Store, desired: &Definitions) -> Result<Plan, StoreError> {
-    let current = export(store, &[]).await?;
+/// An apply's definitions and how to apply them (`POST /api/v1/definitions/plan` and
+/// `/apply`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyRequest {
+    /// The definitions, as the files hold them.
+    pub definitions: Definitions,
+    /// The source the objects are recorded with (`chime apply --source`; the CLI's default is
+    /// the name of the directory or file applied). Without one, the plan takes nothing over
+    /// and nothing can be pruned.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Delete the objects of the same source that the definitions no longer hold.
+    #[serde(default)]
+    pub prune: bool,
+    /// Delete a pruned job even while it has live tasks (and the dependencies on it).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// The longest source name.
+const MAX_SOURCE_CHARS: usize = 200;
+
+/// Two applies never interleave: each reads the store and plans under this lock.
+const APPLY_LOCK: i64 = 0x6368_696d_6561_7070; // "chimeapp"
+
+impl ApplyRequest {
+    fn source(&self) -> Result<Option<&str>, StoreError> {
+        match self.source.as_deref() {
+            None => {
+                if self.prune {
+                    return Err(StoreError::Invalid(
+                        "prune needs a source: only the objects of the source applying are \
+                         pruned"
+                            .into(),
+                    ));
+                }
+                Ok(None)
+            }
+            Some(source)
+                if source.trim().is_empty() || source.chars().count() > MAX_SOURCE_CHARS =>
+            {
+                Err(StoreError::Invalid(format!(
+                    "source {source:?}: use 1-{MAX_SOURCE_CHARS} characters"
+                )))
+            }
+            Some(source) => {
+                crate::model::check_text("source", source)
+                    .map_err(|e| StoreError::Invalid(e.to_string()))?;
+                Ok(Some(source))
+            }
+        }
+    }
+}
+
+/// What applying `request` would do; changes nothing.
+pub async fn plan(store: &Store, request: &ApplyRequest) -> Result<Plan, StoreError> {
+    request.source()?;
+    let mut tx = store.begin().await?;
+    snapshot(&mut tx).await?;
+    let current = export_in(&mut tx, &[]).await?;
+    let scope = scope_in(&mut tx, request, &current).await?;
+    tx.commit().await.context("ending the plan's snapshot")?;
     Ok(crate::definitions::plan::plan(
         &current,
-        desired,
-        &BTreeSet::new(),
+        &request.definitions,
+        &scope,
     ))
+}
+
+/// Applies `request` in one transaction and returns what it did (nothing when the plan is
+/// empty). `actor` is recorded with each change in the audit trail; `may_run_as` says whether
+/// the caller may have commands run as a job's `execute_user`, asked for each job the apply
+/// writes (or whose triggers or dependencies it writes).
+pub async fn apply(
+    store: &Store,
+    request: &ApplyRequest,
+    actor: &str,
+    may_run_as: impl Fn(Option<&str>) -> Result<(), String>,
+) -> Result<Plan, StoreError> {
+    let source = request.source()?;
+    let desired = &request.definitions;
+    let mut tx = store.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(APPLY_LOCK)
+        .execute(&mut *tx)
+        .await
+        .context("taking the apply lock")?;
+    let current = export_in(&mut tx, &[]).await?;
+    let scope = scope_in(&mut tx, request, &current).await?;
+    let plan = crate::definitions::plan::plan(&current, desired, &scope);
+
+    let jobs: BTreeMap<(String, String), &JobDefinition> = desired
+        .jobs
+        .iter()
+        .map(|j| ((j.group().to_string(), j.name.clone()), j))
+        .collect();
+    let triggers: BTreeMap<(String, String), (&JobDefinition, &TriggerDefinition)> = desired
+        .jobs
+        .iter()
+        .flat_map(|j| j.triggers.iter().map(move |t| (j, t)))
+        .map(|(j, t)| ((t.group().to_string(), t.name.clone()), (j, t)))
+        .collect();
+    let missing = |what: &Object| {
+        StoreError::Invalid(format!(
+            "{what}: not in the definitions (a name held twice?)"
+        ))
+    };
+    // Who may run what: each job written, or whose triggers or dependencies are.
+    for change in plan.changes.iter().filter(|c| c.action != Action::Delete) {
+        let job = match &change.target {
+            Some(Object::Job(g, n)) | Some(Object::Dependency((g, n), _)) => {
+                jobs.get(&(g.clone(), n.clone())).copied()
+            }
+            Some(Object::Trigger(g, n)) => triggers.get(&(g.clone(), n.clone())).map(|(j, _)| *j),
+            _ => None,
+        };
+        if let Some(job) = job {
+            may_run_as(job.execute_user.as_deref())
+                .map_err(|why| StoreError::Forbidden(format!("job {}: {why}", job.dotted())))?;
+        }
+    }
+
+    // A dependency is removed before any is added: pruning `a on b` while adding `b on a` is
+    // no cycle.
+    let order = plan
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Delete && matches!(c.target, Some(Object::Dependency(..))))
+        .chain(plan.changes.iter().filter(|c| {
+            !(c.action == Action::Delete && matches!(c.target, Some(Object::Dependency(..))))
+        }));
+    let mut woken = false;
+    for change in order {
+        let Some(target) = &change.target else {
+            continue;
+        };
+        let failed = |e: StoreError| e.within(&change.object);
+        match (target, change.action) {
+            (Object::WorkerGroup(name), action) => {
+                let group = desired.worker_groups.iter().find(|g| &g.name == name);
+                match (action, group) {
+                    (Action::Delete, _) => super::worker_groups::remove(&mut tx, name).await,
+                    (Action::Create, Some(g)) => {
+                        super::worker_groups::declare(&mut *tx, g, source).await
+                    }
+                    (Action::Update, Some(g)) => {
+                        super::worker_groups::describe(&mut *tx, g, source).await
+                    }
+                    (_, None) => Err(missing(target)),
+                }
+            }
+            (Object::Route(kind), action) => {
+                let route = desired.routes.iter().find(|r| &r.kind == kind);
+                match (action, route) {
+                    (Action::Delete, _) => super::kind_routes::delete(&mut *tx, kind).await,
+                    (_, Some(r)) => super::kind_routes::set(&mut *tx, r, source).await,
+                    (_, None) => Err(missing(target)),
+                }
+            }
+            (Object::Calendar(name), action) => {
+                let calendar = desired.calendars.iter().find(|c| &c.name == name);
+                match (action, calendar) {
+                    (Action::Delete, _) => super::calendars::delete(&mut *tx, name).await,
+                    (Action::Create, Some(c)) => {
+                        super::calendars::create(&mut *tx, c.clone(), source)
+                            .await
+                            .map(drop)
+                    }
+                    (Action::Update, Some(c)) => {
+                        super::calendars::update(&mut *tx, c.clone(), source)
+                            .await
+                            .map(drop)
+                    }
+                    (_, None) => Err(missing(target)),
+                }
+            }
+            (Object::Job(group, name), Action::Delete) => {
+                prune_job(&mut tx, group, name, request.force).await
+            }
+            (Object::Job(group, name), action) => match jobs.get(&(group.clone(), name.clone())) {
+                Some(job) => {
+                    let existing = (action == Action::Update).then_some(0);
+                    super::jobs::save(&mut tx, job.new_job(), existing, source)
+                        .await
+                        .map(drop)
+                }
+                None => Err(missing(target)),
+            },
+            (Object::Trigger(group, name), _) => {
+                woken = true;
+                apply_trigger(&mut tx, change, group, name, &triggers, source)
+                    .await
+                    .and_then(|found| if found { Ok(()) } else { Err(missing(target)) })
+            }
+            (Object::Dependency((group, name), (upstream_group, upstream)), Action::Delete) => {
+                super::dependencies::remove(&mut *tx, group, name, upstream_group, upstream).await
+            }
+            (Object::Dependency((group, name), (upstream_group, upstream)), _) => {
+                let definition = jobs.get(&(group.clone(), name.clone())).and_then(|j| {
+                    j.depends_on.iter().find(|d| {
+                        crate::definitions::check::resolve_job(
+                            &d.job,
+                            &[(upstream_group.clone(), upstream.clone())].into(),
+                        )
+                        .is_some()
+                    })
+                });
+                match definition {
+                    Some(d) => super::dependencies::add_in(
+                        &mut tx,
+                        group,
+                        name,
+                        super::dependencies::NewDependency {
+                            upstream: upstream.clone(),
+                            upstream_group: Some(upstream_group.clone()),
+                            window: d.window,
+                            on_upstream_failure: d.on_upstream_failure,
+                        },
+                    )
+                    .await
+                    .map(drop),
+                    None => Err(missing(target)),
+                }
+            }
+        }
+        .map_err(failed)?;
+        super::audit::record(
+            &mut *tx,
+            actor,
+            "POST",
+            "/api/v1/definitions/apply",
+            200,
+            Some(&super::audit::AuditDetail {
+                object: Some(target.audit_name()),
+                changes: super::patch::redacted(&change.fields),
+                source: source.map(str::to_string),
+            }),
+        )
+        .await?;
+    }
+    if let Some(source) = source {
+        record_applied_pauses(&mut tx, source, &triggers).await?;
+    }
+    if woken {
+        super::triggers::wake_schedulers(&mut tx, store).await?;
+    }
+    tx.commit().await.context("committing the apply")?;
+    Ok(plan)
+}
+
+/// Makes or updates one trigger as the plan's `change` says; false if the definitions do not
+/// hold it.
+async fn apply_trigger(
+    tx: &mut sqlx::PgConnection,
+    change: &ObjectChange,
+    group: &str,
+    name: &str,
+    triggers: &BTreeMap<(String, String), (&JobDefinition, &TriggerDefinition)>,
+    source: Option<&str>,
+) -> Result<bool, StoreError> {
+    use super::triggers;
+    if change.action == Action::Delete {
+        triggers::remove(&mut *tx, group, name).await?;
+        return Ok(true);
+    }
+    let Some((job, definition)) = triggers.get(&(group.to_string(), name.to_string())) else {
+        return Ok(false);
+    };
+    let trigger = definition.new_trigger(job);
+    let paused = definition.paused.unwrap_or(false);
+    if change.action == Action::Create {
+        let applied = source.map(|source| triggers::Applied { source, paused });
+        triggers::insert(&mut *tx, &trigger, applied).await?;
+        // Without a source, nothing records the file's pause: the state is the file's.
+        if applied.is_none() && paused {
+            triggers::set_paused_in(&mut *tx, triggers::Target::Trigger(group, name), true).await?;
+        }
+        return Ok(true);
+    }
+    let changed = |field: &str| change.fields.iter().any(|c| c.field == field);
+    if changed("schedule") || changed("calendar") {
+        triggers::write_update(&mut *tx, group, name, &trigger, source).await?;
+    } else if change.fields.iter().any(|c| c.field != "paused") {
+        triggers::write_settings(&mut *tx, group, name, &trigger, source).await?;
+    }
+    if changed("paused") {
+        triggers::set_paused_in(&mut *tx, triggers::Target::Trigger(group, name), paused).await?;
+    }
+    Ok(true)
+}
+
+/// Deletes a job the apply prunes: refused while it has live tasks unless `force` (which also
+/// removes the dependencies on it).
+async fn prune_job(
+    tx: &mut sqlx::PgConnection,
+    group: &str,
+    name: &str,
+    force: bool,
+) -> Result<(), StoreError> {
+    if !force {
+        let live: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id
+             WHERE j.group_name = $1 AND j.name = $2
+               AND t.status IN ('waiting', 'ready', 'running', 'retrying')",
+        )
+        .bind(group)
+        .bind(name)
+        .fetch_one(&mut *tx)
+        .await
+        .context("counting the job's live tasks")?;
+        if live > 0 {
+            return Err(StoreError::Conflict(format!(
+                "{live} live task(s): kill them or let them end, or prune with --force"
+            )));
+        }
+    }
+    super::jobs::remove(tx, group, name, force).await
+}
+
+/// Records, for every trigger the definitions hold, the `paused` they say: the next apply of
+/// the source applies a pause only when this changed.
+async fn record_applied_pauses(
+    tx: &mut sqlx::PgConnection,
+    source: &str,
+    triggers: &BTreeMap<(String, String), (&JobDefinition, &TriggerDefinition)>,
+) -> Result<(), StoreError> {
+    let mut groups = Vec::with_capacity(triggers.len());
+    let mut names = Vec::with_capacity(triggers.len());
+    let mut paused = Vec::with_capacity(triggers.len());
+    for ((group, name), (_, t)) in triggers {
+        groups.push(group.as_str());
+        names.push(name.as_str());
+        paused.push(t.paused.unwrap_or(false));
+    }
+    sqlx::query(
+        "UPDATE triggers t SET source_paused = a.paused
+         FROM UNNEST($1::text[], $2::text[], $3::bool[]) AS a(group_name, name, paused)
+         WHERE t.group_name = a.group_name AND t.name = a.name AND t.source = $4
+           AND t.source_paused IS DISTINCT FROM a.paused",
+    )
+    .bind(&groups)
+    .bind(&names)
+    .bind(&paused)
+    .bind(source)
+    .execute(&mut *tx)
+    .await
+    .context("recording the triggers' applied pauses")?;
+    Ok(())
+}
+
+/// Reads what the plan needs of the applying source: its triggers' recorded pauses, and (when
+/// pruning) the objects it made, which it may delete.
+async fn scope_in(
+    tx: &mut sqlx::PgConnection,
+    request: &ApplyRequest,
+    current: &Definitions,
+) -> Result<Scope, StoreError> {
+    let Some(source) = request.source.clone() else {
+        return Ok(Scope::default());
+    };
+    let rows: Vec<(String, String, String, String, Option<bool>)> = sqlx::query_as(
+        "SELECT 'worker_group', name, '', source, NULL::bool FROM worker_groups WHERE source = $1
+         UNION ALL SELECT 'route', kind, '', source, NULL FROM job_kind_routes WHERE source = $1
+         UNION ALL SELECT 'calendar', name, '', source, NULL FROM calendars WHERE source = $1
+         UNION ALL SELECT 'job', group_name, name, source, NULL FROM jobs WHERE source = $1
+         UNION ALL SELECT 'trigger', group_name, name, source, source_paused FROM triggers
+             WHERE source = $1",
+    )
+    .bind(&source)
+    .fetch_all(&mut *tx)
+    .await
+    .context("reading the objects' sources")?;
+    let mut scope = Scope::default();
+    let mut made_here = BTreeSet::new();
+    for (kind, a, b, of, paused) in rows {
+        let object = match kind.as_str() {
+            "worker_group" => Object::WorkerGroup(a),
+            "route" => Object::Route(a),
+            "calendar" => Object::Calendar(a),
+            "job" => Object::Job(a, b),
+            _ => Object::Trigger(a, b),
+        };
+        if of != source {
+            continue;
+        }
+        if let Some(paused) = paused {
+            scope.applied_paused.insert(object.clone(), paused);
+        }
+        if request.prune {
+            scope.prunable.insert(object.clone());
+        }
+        made_here.insert(object);
+    }
+    // A dependency goes with its downstream job's source.
+    if request.prune {
+        for job in &current.jobs {
+            let object = Object::Job(job.group().to_string(), job.name.clone());
+            if !made_here.contains(&object) {
+                continue;
+            }
+            let names: BTreeSet<(String, String)> = current
+                .jobs
+                .iter()
+                .map(|j| (j.group().to_string(), j.name.clone()))
+                .collect();
+            for d in &job.depends_on {
+                if let Some(upstream) = crate::definitions::check::resolve_job(&d.job, &names) {
+                    scope.prunable.insert(Object::Dependency(
+                        (job.group().to_string(), job.name.clone()),
+                        upstream,
+                    ));
+                }
+            }
+        }
+    }
+    Ok(scope)
+}
+
+/// Makes the transaction one consistent, read-only snapshot.
+async fn snapshot(tx: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await
+        .context("starting a snapshot")?;
+    Ok(())
 }
 
 /// The store's definitions; only the jobs of `job_groups` (with the calendars their triggers
 /// name, and no worker groups or routes) when any is given.
 pub async fn export(store: &Store, job_groups: &[String]) -> Result<Definitions, StoreError> {
-    let whole = job_groups.is_empty();
     let mut tx = store.begin().await?;
     // One snapshot: a job deleted between two reads would leave its triggers behind.
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await
-        .context("starting the export's snapshot")?;
+    snapshot(&mut tx).await?;
+    let definitions = export_in(&mut tx, job_groups).await?;
+    tx.commit().await.context("ending the export's snapshot")?;
+    Ok(definitions)
+}
+
+/// [`export`] inside the caller's transaction.
+async fn export_in(
+    tx: &mut sqlx::PgConnection,
+    job_groups: &[String],
+) -> Result<Definitions, StoreError> {
+    let whole = job_groups.is_empty();
     let jobs: Vec<JobRow> = sqlx::query_as(
         "SELECT id, group_name, name, description, kind, spec, worker_group, priority,
                 concurrent, requests_recovery, data, reject_retries, reject_interval_ms,
@@ -180,7 +613,6 @@ pub async fn export(store: &Store, job_groups: &[String]) -> Result<Definitions,
     } else {
         (Vec::new(), Vec::new())
     };
-    tx.commit().await.context("ending the export's snapshot")?;
 
     let mut triggers_of: BTreeMap<i64, Vec<TriggerDefinition>> = BTreeMap::new();
     for t in triggers {

@@ -278,13 +278,26 @@ pub async fn add(
         crate::model::check_name(field, value).map_err(StoreError::Invalid)?;
     }
     let mut tx = store.begin().await?;
+    let view = add_in(&mut tx, group, name, dependency).await?;
+    tx.commit().await.context("committing the dependency")?;
+    Ok(view)
+}
+
+/// [`add`] inside the caller's transaction.
+pub(crate) async fn add_in(
+    tx: &mut sqlx::PgConnection,
+    group: &str,
+    name: &str,
+    dependency: NewDependency,
+) -> Result<DependencyView, StoreError> {
+    let upstream_group = dependency.upstream_group.as_deref().unwrap_or("default");
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(DEPENDENCY_LOCK)
         .execute(&mut *tx)
         .await
         .context("taking the dependency lock")?;
-    let job = job_id(&mut tx, group, name).await?;
-    let upstream = job_id(&mut tx, upstream_group, &dependency.upstream).await?;
+    let job = job_id(&mut *tx, group, name).await?;
+    let upstream = job_id(&mut *tx, upstream_group, &dependency.upstream).await?;
     if job == upstream {
         return Err(StoreError::Invalid(format!(
             "job {group}.{name} cannot depend on itself"
@@ -334,10 +347,9 @@ pub async fn add(
     .execute(&mut *tx)
     .await
     .context("adding the dependency")?;
-    if let Some(why) = never_meeting(&mut tx, job).await? {
+    if let Some(why) = never_meeting(&mut *tx, job).await? {
         return Err(StoreError::Invalid(why));
     }
-    tx.commit().await.context("committing the dependency")?;
     Ok(DependencyView {
         job: format!("{group}.{name}"),
         upstream: format!("{upstream_group}.{}", dependency.upstream),
@@ -348,7 +360,7 @@ pub async fn add(
 
 /// Removes job `group.name`'s dependency on `upstream_group.upstream`.
 pub async fn remove(
-    store: &Store,
+    db: impl sqlx::PgExecutor<'_>,
     group: &str,
     name: &str,
     upstream_group: &str,
@@ -363,7 +375,7 @@ pub async fn remove(
     .bind(name)
     .bind(upstream_group)
     .bind(upstream)
-    .execute(store.pool())
+    .execute(db)
     .await
     .context("removing the dependency")?;
     if removed.rows_affected() == 0 {

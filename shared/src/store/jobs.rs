@@ -375,7 +375,8 @@ impl NewJob {
 
 /// Creates a job; a duplicate (group, name) is refused.
 pub async fn create(store: &Store, job: NewJob) -> Result<JobView, StoreError> {
-    save(store, job, None).await
+    let mut conn = store.pool().acquire().await.context("connecting")?;
+    save(&mut conn, job, None, None).await
 }
 
 /// Replaces a job's settings (its group and name stay); running tasks keep the settings they
@@ -392,7 +393,10 @@ pub async fn update(
         ..job
     };
     let (before, version) = settings(store, group, name).await?;
-    let view = save(store, job, Some(version)).await.map_err(|e| match e {
+    let mut conn = store.pool().acquire().await.context("connecting")?;
+    let view = save(&mut conn, job, Some(version), None).await;
+    drop(conn);
+    let view = view.map_err(|e| match e {
         StoreError::NotFound(_) => StoreError::Conflict(format!(
             "job {group}.{name} changed under the update; try again"
         )),
@@ -451,7 +455,10 @@ pub async fn patch(
         }
         let job: NewJob = super::patch::settings(after, "job")?;
         may_run_as(job.execute_user.as_deref()).map_err(StoreError::Forbidden)?;
-        match save(store, job, Some(version)).await {
+        let mut conn = store.pool().acquire().await.context("connecting")?;
+        let saved = save(&mut conn, job, Some(version), None).await;
+        drop(conn);
+        match saved {
             Ok(view) => {
                 let (now, _) = settings(store, group, name).await?;
                 let after = serde_json::to_value(&now)
@@ -537,11 +544,17 @@ async fn settings(store: &Store, group: &str, name: &str) -> Result<(NewJob, i64
 }
 
 /// Writes a job: a new one (`existing` None), or over the row of version `existing` (0: any
-/// version).
-async fn save(store: &Store, job: NewJob, existing: Option<i64>) -> Result<JobView, StoreError> {
+/// version). `source` is the definitions source that wrote it (None, by hand, keeps the one an
+/// update's row had).
+pub(crate) async fn save(
+    conn: &mut sqlx::PgConnection,
+    job: NewJob,
+    existing: Option<i64>,
+    source: Option<&str>,
+) -> Result<JobView, StoreError> {
     job.validate()?;
     let worker_group =
-        kind_routes::resolve_group(store, &job.kind, job.worker_group.as_deref()).await?;
+        kind_routes::resolve_group(&mut *conn, &job.kind, job.worker_group.as_deref()).await?;
     let group = job.group.clone().unwrap_or_else(|| "default".into());
     let backoff = serde_json::to_value(job.backoff.clone().unwrap_or_default())
         .unwrap_or_else(|_| serde_json::json!({"kind": "fixed"}));
@@ -559,9 +572,9 @@ async fn save(store: &Store, job: NewJob, existing: Option<i64>) -> Result<JobVi
                               requests_recovery, data, reject_retries, reject_interval_ms,
                               failed_retries, failed_interval_ms, backoff, timeout_ms,
                               data_time_period, execute_user, data_time_zone, retention_days,
-                              expect_success_within_ms, updated_at)
+                              expect_success_within_ms, source, updated_at)
                  = ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-                    $20, $21, now()),
+                    $20, $21, coalesce($23, source), now()),
                  expect_success_since = CASE
                      WHEN expect_success_within_ms IS DISTINCT FROM $21 THEN now()
                      ELSE expect_success_since END
@@ -575,9 +588,9 @@ async fn save(store: &Store, job: NewJob, existing: Option<i64>) -> Result<JobVi
                                concurrent, requests_recovery, data, reject_retries,
                                reject_interval_ms, failed_retries, failed_interval_ms, backoff,
                                timeout_ms, data_time_period, execute_user, data_time_zone,
-                               retention_days, expect_success_within_ms)
+                               retention_days, expect_success_within_ms, source)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                     $18, $19, $20, $21)
+                     $18, $19, $20, $21, $22)
              RETURNING {JOB_COLUMNS}"
         )
     };
@@ -603,12 +616,12 @@ async fn save(store: &Store, job: NewJob, existing: Option<i64>) -> Result<JobVi
         .bind(job.data_time_zone.as_deref().unwrap_or("UTC"))
         .bind(job.retention_days)
         .bind(job.expect_success_within_ms);
-    // Only an update has the version parameter.
+    // Only an update has the version parameter, before the source.
     let query = match existing {
-        Some(version) => query.bind(version),
-        None => query,
+        Some(version) => query.bind(version).bind(source),
+        None => query.bind(source),
     };
-    let row: Result<Option<JobRow>, sqlx::Error> = query.fetch_optional(store.pool()).await;
+    let row: Result<Option<JobRow>, sqlx::Error> = query.fetch_optional(&mut *conn).await;
     match row {
         Ok(Some(row)) => Ok(row.into()),
         Ok(None) => Err(StoreError::NotFound(format!("job {group}.{}", job.name))),
@@ -652,6 +665,18 @@ pub async fn list(store: &Store) -> Result<Vec<JobView>, StoreError> {
 /// (naming them) unless `force`, which removes those dependencies too.
 pub async fn delete(store: &Store, group: &str, name: &str, force: bool) -> Result<(), StoreError> {
     let mut tx = store.begin().await?;
+    remove(&mut tx, group, name, force).await?;
+    tx.commit().await.context("committing the deletion")?;
+    Ok(())
+}
+
+/// [`delete`] inside the caller's transaction.
+pub async fn remove(
+    tx: &mut sqlx::PgConnection,
+    group: &str,
+    name: &str,
+    force: bool,
+) -> Result<(), StoreError> {
     let dependents: Vec<String> = sqlx::query_scalar(
         "SELECT d.group_name || '.' || d.name
          FROM job_dependencies x JOIN jobs u ON u.id = x.depends_on_job_id
@@ -690,10 +715,7 @@ pub async fn delete(store: &Store, group: &str, name: &str, force: bool) -> Resu
         Ok(done) if done.rows_affected() == 0 => {
             Err(StoreError::NotFound(format!("job {group}.{name}")))
         }
-        Ok(_) => {
-            tx.commit().await.context("committing the deletion")?;
-            Ok(())
-        }
+        Ok(_) => Ok(()),
         Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23503") => Err(
             StoreError::Conflict(format!("job {group}.{name} has jobs depending on it")),
         ),

@@ -22,7 +22,7 @@ pub struct KindRoute {
 /// else `default`. A kind that is not built in must be routed or offered by a live worker (a
 /// command template in its configuration); any other kind is refused.
 pub async fn resolve_group(
-    store: &Store,
+    db: impl sqlx::PgExecutor<'_>,
     kind: &str,
     explicit: Option<&str>,
 ) -> Result<String, StoreError> {
@@ -42,7 +42,7 @@ pub async fn resolve_group(
     .bind(kind)
     .bind(explicit)
     .bind(builtin)
-    .fetch_one(store.pool())
+    .fetch_one(db)
     .await
     .context("looking up the kind's route")?;
     if !builtin && !offered && route.is_none() {
@@ -54,8 +54,13 @@ pub async fn resolve_group(
     Ok(group)
 }
 
-/// Sets (or replaces) a kind's route.
-pub async fn set(store: &Store, route: &KindRoute) -> Result<(), StoreError> {
+/// Sets (or replaces) a kind's route; `source` is the definitions source that set it (None, by
+/// hand, keeps the source it had).
+pub async fn set(
+    db: impl sqlx::PgExecutor<'_>,
+    route: &KindRoute,
+    source: Option<&str>,
+) -> Result<(), StoreError> {
     if !is_valid_name(&route.kind) {
         return Err(StoreError::Invalid(format!(
             "kind {:?}: use 1-100 letters, digits, '-', '_' or '.'",
@@ -69,12 +74,14 @@ pub async fn set(store: &Store, route: &KindRoute) -> Result<(), StoreError> {
         )));
     }
     let done = sqlx::query(
-        "INSERT INTO job_kind_routes (kind, worker_group) VALUES ($1, $2)
-         ON CONFLICT (kind) DO UPDATE SET worker_group = excluded.worker_group",
+        "INSERT INTO job_kind_routes (kind, worker_group, source) VALUES ($1, $2, $3)
+         ON CONFLICT (kind) DO UPDATE SET worker_group = excluded.worker_group,
+                                          source = coalesce(excluded.source, job_kind_routes.source)",
     )
     .bind(&route.kind)
     .bind(&route.worker_group)
-    .execute(store.pool())
+    .bind(source)
+    .execute(db)
     .await;
     match done {
         Ok(_) => Ok(()),
@@ -99,10 +106,10 @@ pub async fn list(store: &Store) -> Result<Vec<KindRoute>, StoreError> {
 }
 
 /// Removes a kind's route.
-pub async fn delete(store: &Store, kind: &str) -> Result<(), StoreError> {
+pub async fn delete(db: impl sqlx::PgExecutor<'_>, kind: &str) -> Result<(), StoreError> {
     let removed = sqlx::query("DELETE FROM job_kind_routes WHERE kind = $1")
         .bind(kind)
-        .execute(store.pool())
+        .execute(db)
         .await
         .context("removing the kind's route")?;
     if removed.rows_affected() == 0 {

@@ -88,6 +88,17 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The error with the object it concerns in front (`job reports.daily: …`), as an apply
+    /// reports the change that failed; a database error stays as it is.
+    pub fn within(self, object: &str) -> Self {
+        match self {
+            Self::Conflict(m) => Self::Conflict(format!("{object}: {m}")),
+            Self::Forbidden(m) => Self::Forbidden(format!("{object}: {m}")),
+            Self::Database { .. } | Self::InvalidUrl(_) | Self::Migrate(_) => self,
+            other => Self::Invalid(format!("{object}: {other}")),
+        }
+    }
+
     /// Whether PostgreSQL ended the transaction to break a deadlock: trying it again is right.
     pub fn is_deadlock(&self) -> bool {
         matches!(self, Self::Database { source: sqlx::Error::Database(e), .. }

@@ -264,6 +264,27 @@ async fn prepare(
 /// misfire policy; wakes the schedulers. Nothing is written when any check fails.
 pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, StoreError> {
     let mut tx = store.begin().await?;
+    let group = insert(&mut tx, &trigger, None).await?;
+    wake_schedulers(&mut tx, store).await?;
+    tx.commit().await.context("committing the trigger")?;
+    get(store, &group, &trigger.name, NEXT_FIRES).await
+}
+
+/// What a definitions source says of a trigger it writes: its name, and whether its files say
+/// the trigger is paused.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Applied<'a> {
+    pub source: &'a str,
+    pub paused: bool,
+}
+
+/// Writes a new trigger inside `tx` (checked as [`create`] does) and returns its group; paused
+/// from the start if `applied` says so. The caller wakes the schedulers.
+pub(crate) async fn insert(
+    tx: &mut sqlx::PgConnection,
+    trigger: &NewTrigger,
+    applied: Option<Applied<'_>>,
+) -> Result<String, StoreError> {
     let Prepared {
         group,
         job_id,
@@ -271,16 +292,17 @@ pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, S
         policy,
         first,
         data,
-    } = prepare(&mut tx, &trigger).await?;
+    } = prepare(&mut *tx, trigger).await?;
     let inserted: Result<i64, sqlx::Error> = sqlx::query_scalar(
         "INSERT INTO triggers (group_name, name, job_id, description, schedule, calendar_name,
                                misfire_policy, priority, state, start_time, end_time,
-                               next_fire_time, data)
+                               next_fire_time, data, source, source_paused)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
                  CASE WHEN EXISTS (SELECT 1 FROM paused_trigger_groups
                                    WHERE group_name IN ($1, '_$_ALL_GROUPS_PAUSED_$_'))
-                      OR (SELECT paused FROM jobs WHERE id = $3) THEN 'paused' ELSE 'waiting' END,
-                 $9, $10, $11, $12)
+                      OR (SELECT paused FROM jobs WHERE id = $3)
+                      OR coalesce($14, false) THEN 'paused' ELSE 'waiting' END,
+                 $9, $10, $11, $12, $13, $14)
          RETURNING id",
     )
     .bind(&group)
@@ -295,6 +317,8 @@ pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, S
     .bind(schedule.end.map(jiff_sqlx::Timestamp::from))
     .bind(jiff_sqlx::Timestamp::from(first))
     .bind(Json(data))
+    .bind(applied.map(|a| a.source))
+    .bind(applied.map(|a| a.paused))
     .fetch_one(&mut *tx)
     .await;
     if let Err(sqlx::Error::Database(e)) = &inserted
@@ -306,12 +330,10 @@ pub async fn create(store: &Store, trigger: NewTrigger) -> Result<TriggerView, S
         )));
     }
     inserted.context("creating the trigger")?;
-    if let Some(why) = super::dependencies::never_meeting(&mut tx, job_id).await? {
+    if let Some(why) = super::dependencies::never_meeting(&mut *tx, job_id).await? {
         return Err(StoreError::Invalid(why));
     }
-    wake_schedulers(&mut tx, store).await?;
-    tx.commit().await.context("committing the trigger")?;
-    get(store, &group, &trigger.name, NEXT_FIRES).await
+    Ok(group)
 }
 
 /// Replaces a trigger's job, schedule, calendar, policy, priority and data (Quartz's
@@ -329,18 +351,20 @@ pub async fn update(
         ..trigger
     };
     let mut tx = store.begin().await?;
-    write_update(&mut tx, group, name, &trigger).await?;
+    write_update(&mut tx, group, name, &trigger, None).await?;
     wake_schedulers(&mut tx, store).await?;
     tx.commit().await.context("committing the trigger")?;
     get(store, group, name, NEXT_FIRES).await
 }
 
-/// Writes a trigger's new settings, restarting it from its new first fire.
-async fn write_update(
+/// Writes a trigger's new settings, restarting it from its new first fire. `source` is the
+/// definitions source that wrote them (None, by hand, keeps the one it had).
+pub(crate) async fn write_update(
     tx: &mut sqlx::PgConnection,
     group: &str,
     name: &str,
     trigger: &NewTrigger,
+    source: Option<&str>,
 ) -> Result<(), StoreError> {
     let prepared = prepare(&mut *tx, trigger).await?;
     let updated = sqlx::query(
@@ -352,7 +376,7 @@ async fn write_update(
                                           WHERE group_name IN ($1, '_$_ALL_GROUPS_PAUSED_$_'))
                                   OR (SELECT paused FROM jobs WHERE id = $3) THEN 'paused'
                              ELSE 'waiting' END,
-                updated_at = now()
+                source = coalesce($13, source), updated_at = now()
          WHERE group_name = $1 AND name = $2",
     )
     .bind(group)
@@ -367,6 +391,7 @@ async fn write_update(
     .bind(prepared.schedule.end.map(jiff_sqlx::Timestamp::from))
     .bind(jiff_sqlx::Timestamp::from(prepared.first))
     .bind(Json(prepared.data))
+    .bind(source)
     .execute(&mut *tx)
     .await
     .context("updating the trigger")?;
@@ -466,24 +491,9 @@ pub async fn patch(
         .iter()
         .any(|c| c.field == "schedule" || c.field == "calendar");
     if restart {
-        write_update(&mut tx, group, name, &trigger).await?;
+        write_update(&mut tx, group, name, &trigger, None).await?;
     } else if !changes.is_empty() {
-        let prepared = prepare(&mut tx, &trigger).await?;
-        sqlx::query(
-            "UPDATE triggers SET job_id = $3, description = $4, misfire_policy = $5,
-                    priority = $6, data = $7, updated_at = now()
-             WHERE group_name = $1 AND name = $2",
-        )
-        .bind(group)
-        .bind(name)
-        .bind(prepared.job_id)
-        .bind(trigger.description.clone().unwrap_or_default())
-        .bind(prepared.policy.as_str())
-        .bind(trigger.priority.unwrap_or(super::jobs::DEFAULT_PRIORITY))
-        .bind(Json(prepared.data))
-        .execute(&mut *tx)
-        .await
-        .context("updating the trigger")?;
+        write_settings(&mut tx, group, name, &trigger, None).await?;
     }
     wake_schedulers(&mut tx, store).await?;
     tx.commit().await.context("committing the trigger")?;
@@ -491,6 +501,38 @@ pub async fn patch(
         trigger: get(store, group, name, NEXT_FIRES).await?,
         changes,
     })
+}
+
+/// Writes the settings of a trigger that do not move its fires (job, description, misfire
+/// policy, priority, data): its next fire and fire count stay. `source` as [`write_update`].
+pub(crate) async fn write_settings(
+    tx: &mut sqlx::PgConnection,
+    group: &str,
+    name: &str,
+    trigger: &NewTrigger,
+    source: Option<&str>,
+) -> Result<(), StoreError> {
+    let prepared = prepare(&mut *tx, trigger).await?;
+    let updated = sqlx::query(
+        "UPDATE triggers SET job_id = $3, description = $4, misfire_policy = $5,
+                priority = $6, data = $7, source = coalesce($8, source), updated_at = now()
+         WHERE group_name = $1 AND name = $2",
+    )
+    .bind(group)
+    .bind(name)
+    .bind(prepared.job_id)
+    .bind(trigger.description.clone().unwrap_or_default())
+    .bind(prepared.policy.as_str())
+    .bind(trigger.priority.unwrap_or(super::jobs::DEFAULT_PRIORITY))
+    .bind(Json(prepared.data))
+    .bind(source)
+    .execute(&mut *tx)
+    .await
+    .context("updating the trigger")?;
+    if updated.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!("trigger {group}.{name}")));
+    }
+    Ok(())
 }
 
 /// Tells the schedulers that a trigger may be due sooner than they planned (a hint: they poll
@@ -562,6 +604,37 @@ pub async fn resume(store: &Store, target: Target<'_>) -> Result<u64, StoreError
 
 async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u64, StoreError> {
     let mut tx = store.begin().await?;
+    let changed = set_paused_in(&mut tx, target, paused).await?;
+    if let Target::Trigger(group, name) = target
+        && changed == 0
+    {
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM triggers WHERE group_name = $1 AND name = $2)",
+        )
+        .bind(group)
+        .bind(name)
+        .fetch_one(&mut *tx)
+        .await
+        .context("looking up the trigger")?;
+        if !exists {
+            drop(tx);
+            return Err(super::not_found_in_group(store, "triggers", "trigger", group, name).await);
+        }
+    }
+    if !paused {
+        wake_schedulers(&mut tx, store).await?;
+    }
+    tx.commit().await.context("committing the pause")?;
+    Ok(changed)
+}
+
+/// Pauses or resumes `target` inside `tx` and returns how many triggers changed; the caller
+/// wakes the schedulers after a resume.
+pub(crate) async fn set_paused_in(
+    tx: &mut sqlx::PgConnection,
+    target: Target<'_>,
+    paused: bool,
+) -> Result<u64, StoreError> {
     // Which triggers, and the record of the pause for groups and jobs.
     let (filter, a, b) = match target {
         Target::Trigger(group, name) => ("t.group_name = $2 AND t.name = $3", group, name),
@@ -633,26 +706,6 @@ async fn set_paused(store: &Store, target: Target<'_>, paused: bool) -> Result<u
         .await
         .context("pausing or resuming triggers")?
         .rows_affected();
-    if let Target::Trigger(group, name) = target
-        && changed == 0
-    {
-        let exists: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM triggers WHERE group_name = $1 AND name = $2)",
-        )
-        .bind(group)
-        .bind(name)
-        .fetch_one(&mut *tx)
-        .await
-        .context("looking up the trigger")?;
-        if !exists {
-            drop(tx);
-            return Err(super::not_found_in_group(store, "triggers", "trigger", group, name).await);
-        }
-    }
-    if !paused {
-        wake_schedulers(&mut tx, store).await?;
-    }
-    tx.commit().await.context("committing the pause")?;
     Ok(changed)
 }
 
@@ -666,6 +719,24 @@ pub async fn delete(store: &Store, group: &str, name: &str) -> Result<(), StoreE
         .context("deleting the trigger")?;
     if done.rows_affected() == 0 {
         return Err(super::not_found_in_group(store, "triggers", "trigger", group, name).await);
+    }
+    Ok(())
+}
+
+/// Deletes a trigger on `db` (inside an apply's transaction); a missing one is not found.
+pub(crate) async fn remove(
+    db: impl sqlx::PgExecutor<'_>,
+    group: &str,
+    name: &str,
+) -> Result<(), StoreError> {
+    let done = sqlx::query("DELETE FROM triggers WHERE group_name = $1 AND name = $2")
+        .bind(group)
+        .bind(name)
+        .execute(db)
+        .await
+        .context("deleting the trigger")?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!("trigger {group}.{name}")));
     }
     Ok(())
 }

@@ -43,26 +43,65 @@ pub struct WorkerGroupView {
 
 /// Declares a group.
 pub async fn create(store: &Store, group: &NewWorkerGroup) -> Result<WorkerGroupView, StoreError> {
+    declare(store.pool(), group, None).await?;
+    get(store, &group.name).await
+}
+
+/// Declares a group on `db`; `source` is the definitions source that declared it (None: by
+/// hand).
+pub async fn declare(
+    db: impl sqlx::PgExecutor<'_>,
+    group: &NewWorkerGroup,
+    source: Option<&str>,
+) -> Result<(), StoreError> {
+    check(group)?;
+    let inserted =
+        sqlx::query("INSERT INTO worker_groups (name, description, source) VALUES ($1, $2, $3)")
+            .bind(&group.name)
+            .bind(&group.description)
+            .bind(source)
+            .execute(db)
+            .await;
+    match inserted {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => Err(
+            StoreError::Conflict(format!("worker group {} exists already", group.name)),
+        ),
+        Err(e) => Err(e).context("declaring the worker group"),
+    }
+}
+
+/// Changes a group's description; `source` is the definitions source that changed it (None, by
+/// hand, keeps the one it had).
+pub async fn describe(
+    db: impl sqlx::PgExecutor<'_>,
+    group: &NewWorkerGroup,
+    source: Option<&str>,
+) -> Result<(), StoreError> {
+    check(group)?;
+    let done = sqlx::query(
+        "UPDATE worker_groups SET description = $2, source = coalesce($3, source) WHERE name = $1",
+    )
+    .bind(&group.name)
+    .bind(&group.description)
+    .bind(source)
+    .execute(db)
+    .await
+    .context("describing the worker group")?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!("worker group {}", group.name)));
+    }
+    Ok(())
+}
+
+fn check(group: &NewWorkerGroup) -> Result<(), StoreError> {
     if !is_valid_name(&group.name) {
         return Err(StoreError::Invalid(format!(
             "worker group {:?}: use 1-100 letters, digits, '-', '_' or '.'",
             group.name
         )));
     }
-    check_text("description", &group.description)
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let inserted = sqlx::query("INSERT INTO worker_groups (name, description) VALUES ($1, $2)")
-        .bind(&group.name)
-        .bind(&group.description)
-        .execute(store.pool())
-        .await;
-    match inserted {
-        Ok(_) => get(store, &group.name).await,
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => Err(
-            StoreError::Conflict(format!("worker group {} exists already", group.name)),
-        ),
-        Err(e) => Err(e).context("declaring the worker group"),
-    }
+    check_text("description", &group.description).map_err(|e| StoreError::Invalid(e.to_string()))
 }
 
 const VIEW: &str = "SELECT g.name, g.description, g.created_at,
@@ -108,12 +147,19 @@ pub async fn list(store: &Store) -> Result<Vec<WorkerGroupView>, StoreError> {
 
 /// Removes a group nothing uses: no job, no kind route, no live task. `default` stays.
 pub async fn delete(store: &Store, name: &str) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    remove(&mut tx, name).await?;
+    tx.commit().await.context("committing the deletion")?;
+    Ok(())
+}
+
+/// [`delete`] inside the caller's transaction.
+pub async fn remove(tx: &mut sqlx::PgConnection, name: &str) -> Result<(), StoreError> {
     if name == "default" {
         return Err(StoreError::Conflict(
             "the default worker group cannot be deleted: tasks without a group go to it".into(),
         ));
     }
-    let mut tx = store.begin().await?;
     // Locks the group's row, so no job or route can take it while the check runs (their foreign
     // keys wait for this transaction).
     let found: Option<String> =
@@ -146,6 +192,5 @@ pub async fn delete(store: &Store, name: &str) -> Result<(), StoreError> {
         .execute(&mut *tx)
         .await
         .context("deleting the worker group")?;
-    tx.commit().await.context("committing the deletion")?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use anyhow::Result;
 use chime_tests::{chime_binary, scratch_dir};
 
 /// Runs the CLI with nothing to reach: an API and a database on ports nobody listens on.
-fn offline(args: &[&str]) -> Result<Output> {
+pub(crate) fn offline(args: &[&str]) -> Result<Output> {
     let closed = chime_tests::free_port()?;
     Ok(std::process::Command::new(chime_binary()?)
         .args(args)
@@ -43,7 +43,7 @@ jobs:
 const UPSTREAM: &str = "jobs:\n  - name: raw\n    group: ingest\n    kind: noop\n    \
                         data_time_period: day\n";
 
-fn write(dir: &Path, file: &str, text: &str) -> Result<()> {
+pub(crate) fn write(dir: &Path, file: &str, text: &str) -> Result<()> {
     let path = dir.join(file);
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
@@ -177,6 +177,73 @@ async fn an_installation_made_by_hand_exports_a_stable_valid_file() -> Result<()
     use chime_cli::commands::services::Services;
     let mut env = chime_tests::TestEnv::new().await?;
     env.start(Services::API).await?;
+    make_by_hand(&env).await?;
+    let export = |args: &'static [&'static str]| {
+        let env = &env;
+        async move {
+            let out = env.chime(args).await?;
+            anyhow::ensure!(out.status.success(), "{args:?}: {out:?}");
+            Ok::<_, anyhow::Error>(String::from_utf8(out.stdout)?)
+        }
+    };
+    let first = export(&["export"]).await?;
+    if std::env::var_os("CHIME_SHOW_EXPORT").is_some() {
+        eprintln!("{first}");
+    }
+    let second = export(&["export"]).await?;
+    assert_eq!(first, second, "the same store, the same bytes");
+    for expected in [
+        "節假日",
+        "日报",
+        "paused: true",
+        "interval_ms: 90000",
+        "Asia/Shanghai",
+        "ingest.raw",
+    ] {
+        assert!(first.contains(expected), "{expected}: {first}");
+    }
+    let dir = scratch_dir("definitions-export")?;
+    let file = dir.join("export.yaml");
+    std::fs::write(&file, &first)?;
+    let out = offline(&["validate", "-f", &file.display().to_string()])?;
+    assert!(out.status.success(), "{out:?}\n{first}");
+    // Planned against the store it came from, the export changes nothing; a changed cron is
+    // one change, old → new, and planning it changes nothing in the store.
+    let path = file.display().to_string();
+    let out = env.chime(&["plan", "-f", &path]).await?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.starts_with("No changes"),
+        "{out:?}"
+    );
+    std::fs::write(&file, first.replace("0 0 2 * * ?", "0 30 3 * * ?"))?;
+    let out = env.chime(&["plan", "-f", &path]).await?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        said.contains("~ trigger default.nightly\n    schedule: ")
+            && said.contains("\"cron\":\"0 0 2 * * ?\"")
+            && said.contains("\"cron\":\"0 30 3 * * ?\"")
+            && said.ends_with("Plan: 0 to make, 1 to change, 0 to remove.\n"),
+        "{said}"
+    );
+    let cron: String =
+        sqlx::query_scalar("SELECT schedule->>'cron' FROM triggers WHERE name = 'nightly'")
+            .fetch_one(env.store.pool())
+            .await?;
+    assert_eq!(cron, "0 0 2 * * ?", "a plan changes nothing");
+    let only = export(&["export", "--job-group", "ingest"]).await?;
+    assert!(
+        only.contains("name: raw") && !only.contains("日报") && !only.contains("節假日"),
+        "{only}"
+    );
+    env.cleanup().await
+}
+
+/// An installation made by hand through the CLI: a worker group, a calendar, jobs in two groups
+/// with names in any language, a dependency, cron triggers in zones (one with the calendar, one
+/// paused) and an every-90 s trigger.
+pub(crate) async fn make_by_hand(env: &chime_tests::TestEnv) -> Result<()> {
     let steps: [&[&str]; 9] = [
         &[
             "group",
@@ -280,64 +347,5 @@ async fn an_installation_made_by_hand_exports_a_stable_valid_file() -> Result<()
         let out = env.chime(step).await?;
         assert!(out.status.success(), "{step:?}: {out:?}");
     }
-    let export = |args: &'static [&'static str]| {
-        let env = &env;
-        async move {
-            let out = env.chime(args).await?;
-            anyhow::ensure!(out.status.success(), "{args:?}: {out:?}");
-            Ok::<_, anyhow::Error>(String::from_utf8(out.stdout)?)
-        }
-    };
-    let first = export(&["export"]).await?;
-    if std::env::var_os("CHIME_SHOW_EXPORT").is_some() {
-        eprintln!("{first}");
-    }
-    let second = export(&["export"]).await?;
-    assert_eq!(first, second, "the same store, the same bytes");
-    for expected in [
-        "節假日",
-        "日报",
-        "paused: true",
-        "interval_ms: 90000",
-        "Asia/Shanghai",
-        "ingest.raw",
-    ] {
-        assert!(first.contains(expected), "{expected}: {first}");
-    }
-    let dir = scratch_dir("definitions-export")?;
-    let file = dir.join("export.yaml");
-    std::fs::write(&file, &first)?;
-    let out = offline(&["validate", "-f", &file.display().to_string()])?;
-    assert!(out.status.success(), "{out:?}\n{first}");
-    // Planned against the store it came from, the export changes nothing; a changed cron is
-    // one change, old → new, and planning it changes nothing in the store.
-    let path = file.display().to_string();
-    let out = env.chime(&["plan", "-f", &path]).await?;
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && said.starts_with("No changes"),
-        "{out:?}"
-    );
-    std::fs::write(&file, first.replace("0 0 2 * * ?", "0 30 3 * * ?"))?;
-    let out = env.chime(&["plan", "-f", &path]).await?;
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
-    assert!(
-        said.contains("~ trigger default.nightly\n    schedule: ")
-            && said.contains("\"cron\":\"0 0 2 * * ?\"")
-            && said.contains("\"cron\":\"0 30 3 * * ?\"")
-            && said.ends_with("Plan: 0 to make, 1 to change, 0 to remove.\n"),
-        "{said}"
-    );
-    let cron: String =
-        sqlx::query_scalar("SELECT schedule->>'cron' FROM triggers WHERE name = 'nightly'")
-            .fetch_one(env.store.pool())
-            .await?;
-    assert_eq!(cron, "0 0 2 * * ?", "a plan changes nothing");
-    let only = export(&["export", "--job-group", "ingest"]).await?;
-    assert!(
-        only.contains("name: raw") && !only.contains("日报") && !only.contains("節假日"),
-        "{only}"
-    );
-    env.cleanup().await
+    Ok(())
 }

@@ -316,7 +316,7 @@ async fn calendars_and_paused_jobs_and_groups_hold_fires() -> Result<()> {
     job(&env, "j", true, 0).await?;
     job(&env, "k", true, 0).await?;
     calendars::create(
-        &env.store,
+        env.store.pool(),
         NamedCalendar {
             name: "first-half".into(),
             description: String::new(),
@@ -326,6 +326,7 @@ async fn calendars_and_paused_jobs_and_groups_hold_fires() -> Result<()> {
                 base: None,
             },
         },
+        None,
     )
     .await?;
     let every_second = cron("* * * * * ?", None, None);

@@ -5,6 +5,7 @@ mod adhoc;
 mod bad_input;
 mod dashboard;
 mod definitions;
+mod definitions_apply;
 mod dependencies;
 mod faults;
 mod firing;

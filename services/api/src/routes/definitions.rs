@@ -1,13 +1,15 @@
 //! The store's definitions as one document (`chime export`): worker groups, routes, calendars
-//! and jobs with their triggers and dependencies; and the plan from them to another (`chime
-//! plan`).
+//! and jobs with their triggers and dependencies; the plan from them to another (`chime plan`,
+//! `chime apply --dry-run`); and its apply in one transaction (`chime apply`).
 
-use axum::Json;
 use axum::extract::{RawQuery, State};
+use axum::{Extension, Json};
 use chime_core::definitions::Definitions;
 use chime_core::definitions::plan::Plan;
-use chime_core::store::definitions;
+use chime_core::store::audit::AuditDetail;
+use chime_core::store::definitions::{self, ApplyRequest};
 
+use crate::auth::Caller;
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 
@@ -37,10 +39,37 @@ pub async fn export_definitions(
 /// What applying these definitions would create, update (each changed setting, before and
 /// after) and delete; changes nothing, and needs only the read role.
 #[utoipa::path(post, path = "/api/v1/definitions/plan", tag = "definitions",
-    request_body = Definitions, responses((status = 200, body = Plan)))]
+    request_body = ApplyRequest, responses((status = 200, body = Plan)))]
 pub async fn plan_definitions(
     State(state): State<AppState>,
-    ApiJson(desired): ApiJson<Definitions>,
+    ApiJson(request): ApiJson<ApplyRequest>,
 ) -> Result<Json<Plan>, ApiError> {
-    Ok(Json(definitions::plan(&state.store, &desired).await?))
+    Ok(Json(definitions::plan(&state.store, &request).await?))
+}
+
+/// Applies the definitions in one transaction and answers what it changed (an empty plan:
+/// nothing). Any error and nothing changes; the error names the object. Each change is in the
+/// audit trail with its source.
+#[utoipa::path(post, path = "/api/v1/definitions/apply", tag = "definitions",
+    request_body = ApplyRequest,
+    responses((status = 200, body = Plan), (status = 400, body = crate::error::ErrorBody),
+              (status = 409, body = crate::error::ErrorBody)))]
+pub async fn apply_definitions(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(request): ApiJson<ApplyRequest>,
+) -> Result<(Extension<AuditDetail>, Json<Plan>), ApiError> {
+    let plan = definitions::apply(&state.store, &request, &caller.0.name, |user| {
+        caller.0.check_execute_user(user)
+    })
+    .await?;
+    let detail = AuditDetail {
+        object: Some(format!(
+            "definitions {}",
+            request.source.as_deref().unwrap_or("(no source)")
+        )),
+        changes: Vec::new(),
+        source: request.source.clone(),
+    };
+    Ok((Extension(detail), Json(plan)))
 }

@@ -96,6 +96,7 @@ fn audited(update: &JobUpdate) -> Extension<AuditDetail> {
     Extension(AuditDetail {
         object: Some(format!("job {}.{}", update.job.group, update.job.name)),
         changes: chime_core::store::patch::redacted(&update.changes),
+        source: None,
     })
 }
 
@@ -179,7 +180,7 @@ pub async fn create_calendar(
     State(state): State<AppState>,
     ApiJson(calendar): ApiJson<NamedCalendar>,
 ) -> Result<(StatusCode, Extension<AuditDetail>, Json<NamedCalendar>), ApiError> {
-    let made = calendars::create(&state.store, calendar).await?;
+    let made = calendars::create(state.store.pool(), calendar, None).await?;
     let detail = Extension(AuditDetail::created(
         format!("calendar {}", made.name),
         serde_json::to_value(&made).unwrap_or_default(),
@@ -205,7 +206,9 @@ pub async fn update_calendar(
     ApiJson(calendar): ApiJson<NamedCalendar>,
 ) -> Result<Json<NamedCalendar>, ApiError> {
     let calendar = NamedCalendar { name, ..calendar };
-    Ok(Json(calendars::update(&state.store, calendar).await?))
+    Ok(Json(
+        calendars::update(state.store.pool(), calendar, None).await?,
+    ))
 }
 
 /// Deletes a calendar no trigger uses.
@@ -216,7 +219,7 @@ pub async fn delete_calendar(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    calendars::delete(&state.store, &name).await?;
+    calendars::delete(state.store.pool(), &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -480,7 +483,14 @@ pub async fn remove_dependency(
     State(state): State<AppState>,
     Path((group, name, upstream_group, upstream)): Path<(String, String, String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    dependencies::remove(&state.store, &group, &name, &upstream_group, &upstream).await?;
+    dependencies::remove(
+        state.store.pool(),
+        &group,
+        &name,
+        &upstream_group,
+        &upstream,
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -545,6 +555,7 @@ pub async fn patch_trigger(
     let detail = Extension(AuditDetail {
         object: Some(format!("trigger {group}.{name}")),
         changes: update.changes.clone(),
+        source: None,
     });
     Ok((detail, Json(update)))
 }

@@ -84,7 +84,7 @@ pub async fn set_kind_route(
         kind,
         worker_group: body.worker_group,
     };
-    kind_routes::set(&state.store, &route).await?;
+    kind_routes::set(state.store.pool(), &route, None).await?;
     state.submissions.forget_routes();
     Ok(Json(route))
 }
@@ -102,7 +102,7 @@ pub async fn delete_kind_route(
     State(state): State<AppState>,
     Path(kind): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    kind_routes::delete(&state.store, &kind).await?;
+    kind_routes::delete(state.store.pool(), &kind).await?;
     state.submissions.forget_routes();
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,16 +1,18 @@
-//! `chime validate`, `chime plan`, `chime export` and `chime schema`: definitions files checked
-//! with no server, what they would change in the store, the store's definitions written as a
-//! file, and the JSON Schema editors check them with.
+//! `chime validate`, `chime plan`, `chime apply`, `chime export` and `chime schema`: definitions
+//! files checked with no server, what they would change in the store, that change made in one
+//! transaction, the store's definitions written as a file, and the JSON Schema editors check
+//! them with.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use chime_core::definitions::plan::{Action, Plan};
 use chime_core::definitions::{self, Problem};
+use chime_core::store::definitions::ApplyRequest;
 use clap::Args;
 
-use crate::BadInput;
 use crate::client::ApiClient;
+use crate::{BadInput, ExitWith};
 
 /// `chime export [--job-group G]… [-o FILE]`
 #[derive(Debug, Args)]
@@ -90,14 +92,105 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
     Ok(())
 }
 
-/// Checks the files, then prints what applying them would change in the store: `+` made, `~`
-/// changed (each setting, before → after), `-` removed. Changes nothing.
-pub async fn plan(client: &ApiClient, args: ValidateArgs) -> Result<()> {
+/// `chime apply -f PATH… [--dry-run] [--prune] [--source NAME] [--force] [--exit-code]`
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// Definitions files, or directories searched for `*.yaml` and `*.yml`.
+    #[arg(short = 'f', long = "file", value_name = "PATH", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also delete the objects of this source that the files no longer hold (never objects
+    /// made by hand or by another source).
+    #[arg(long)]
+    pub prune: bool,
+    /// The name the objects are recorded with [default: the name of the first directory or
+    /// file given].
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
+    /// Prune a job even while it has live tasks, and the dependencies on it.
+    #[arg(long)]
+    pub force: bool,
+    /// Exit 3 when there are changes (planned, or made), 0 when there are none: for CI.
+    #[arg(long)]
+    pub exit_code: bool,
+}
+
+/// The exit status of `--exit-code` when there are changes (2 is a usage error already).
+pub const CHANGES_EXIT_CODE: u8 = 3;
+
+/// The source an apply records: `--source`, else the first path's own name (`chime` for
+/// `-f chime/` or `-f ./chime`, `jobs.yaml` for a file).
+fn source_of(args: &ApplyArgs) -> Result<String> {
+    if let Some(source) = &args.source {
+        return Ok(source.clone());
+    }
+    let first = args
+        .files
+        .first()
+        .map(PathBuf::as_path)
+        .unwrap_or(Path::new("."));
+    let absolute =
+        std::path::absolute(first).map_err(|e| BadInput(format!("{}: {e}", first.display())))?;
+    // `.` and `..` name the directory they stand for.
+    let named = absolute
+        .components()
+        .fold(PathBuf::new(), |mut path, part| {
+            match part {
+                std::path::Component::CurDir => {}
+                std::path::Component::ParentDir => {
+                    path.pop();
+                }
+                other => path.push(other),
+            }
+            path
+        });
+    named
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| {
+            BadInput(format!(
+                "{}: no name to record as the source; give --source NAME",
+                first.display()
+            ))
+            .into()
+        })
+}
+
+/// Checks the files with no server, then plans (and unless `--dry-run` applies, in one
+/// transaction) what they say: prints each change; an error names the file and line of the
+/// object it concerns.
+pub async fn apply(client: &ApiClient, args: ApplyArgs) -> Result<()> {
     let loaded = read_checked(&args.files)?;
-    let (_, plan): (_, Plan) = client
-        .post("/api/v1/definitions/plan", &loaded.definitions())
-        .await?;
+    let request = ApplyRequest {
+        definitions: loaded.definitions(),
+        source: Some(source_of(&args)?),
+        prune: args.prune,
+        force: args.force,
+    };
+    let path = if args.dry_run {
+        "/api/v1/definitions/plan"
+    } else {
+        "/api/v1/definitions/apply"
+    };
+    let plan: Plan = match client.post(path, &request).await {
+        Ok((_, plan)) => plan,
+        Err(error) => {
+            let message = error.to_string();
+            return Err(match loaded.place(&message) {
+                Some(problem) => BadInput(format!("{problem}; nothing was changed")).into(),
+                None => error,
+            });
+        }
+    };
     print!("{}", describe_plan(&plan));
+    if !args.dry_run && !plan.is_empty() {
+        println!("Applied.");
+    }
+    if args.exit_code && !plan.is_empty() {
+        return Err(ExitWith(CHANGES_EXIT_CODE).into());
+    }
     Ok(())
 }
 

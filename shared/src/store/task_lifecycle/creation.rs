@@ -65,7 +65,7 @@ pub async fn route_submissions(
         let route = match routes.entry(key) {
             std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
             std::collections::hash_map::Entry::Vacant(new) => new.insert(
-                match kind_routes::resolve_group(store, key.0, key.1).await {
+                match kind_routes::resolve_group(store.pool(), key.0, key.1).await {
                     Ok(group) => Ok(group),
                     Err(StoreError::UnknownKind(kind)) => Err(Refusal::Kind(kind)),
                     Err(StoreError::UnknownGroup(group)) => Err(Refusal::Group(group)),

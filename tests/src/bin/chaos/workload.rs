@@ -86,7 +86,7 @@ pub async fn set_up(
     minutes: f64,
 ) -> Result<(usize, jiff::Timestamp)> {
     calendars::create(
-        store,
+        store.pool(),
         NamedCalendar {
             name: "quiet".into(),
             description: "no fires in the last ten seconds of a minute".into(),
@@ -94,6 +94,7 @@ pub async fn set_up(
                 json!({"kind": "cron", "cron": "50-59 * * ? * *", "time_zone": "UTC"}),
             )?,
         },
+        None,
     )
     .await?;
     let mut runners = Vec::new();
