@@ -742,6 +742,9 @@ async function jobPage(main, group, name) {
     h("dt", {}, "success expected"), h("dd", {}, job.expect_success_within_ms
       ? `within ${job.expect_success_within_ms / 3600000 >= 1 ? `${+(job.expect_success_within_ms / 3600000).toFixed(2)} h` : `${+(job.expect_success_within_ms / 60000).toFixed(2)} min`} (else the webhooks are told)`
       : "–"),
+    h("dt", {}, "source"), h("dd", { class: "job-source" }, job.source
+      ? `${job.source} (chime apply: edits made here are overwritten by its next apply)`
+      : "made by hand"),
     h("dt", {}, "state"), h("dd", {}, job.paused ? "paused" : "active"),
     h("dt", {}, "spec"), h("dd", {}, h("pre", { class: "mono" }, JSON.stringify(job.spec, null, 2))));
   const actions = h("div", { class: "row-actions" },

@@ -142,6 +142,10 @@ pub struct JobView {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
+    /// The definitions source that made or last changed it (`chime apply --source`); absent:
+    /// made by hand. A job with a source is overwritten by that source's next apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// How many triggers it has (in lists and `get`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub triggers: Option<i64>,
@@ -196,6 +200,7 @@ struct JobRow {
     failed_retries: i32,
     execute_user: Option<String>,
     data: Json<serde_json::Value>,
+    source: Option<String>,
     #[sqlx(default)]
     trigger_count: Option<i64>,
     #[sqlx(default)]
@@ -233,6 +238,7 @@ impl From<JobRow> for JobView {
             failed_retries: r.failed_retries,
             execute_user: r.execute_user,
             data: r.data.0,
+            source: r.source,
             triggers: r.trigger_count,
             next_fire_time: r.next_fire_time.map(|t| t.to_jiff()),
             last_run: match (r.last_task_id, r.last_task_status) {
@@ -251,7 +257,7 @@ impl From<JobRow> for JobView {
 const JOB_COLUMNS: &str = "id, group_name, name, description, kind, spec, worker_group, priority, \
                            concurrent, requests_recovery, paused, timeout_ms, data_time_period, \
                            data_time_zone, retention_days, expect_success_within_ms, \
-                           reject_retries, failed_retries, execute_user, data";
+                           reject_retries, failed_retries, execute_user, data, source";
 
 /// `SELECT` jobs `{where}` with their trigger count, next fire and last run: each extra read on
 /// an index (triggers by job; tasks by job and data time).
@@ -264,7 +270,7 @@ macro_rules! select_jobs_with_schedule {
              FROM (SELECT id, group_name, name, description, kind, spec, worker_group, priority,
                           concurrent, requests_recovery, paused, timeout_ms, data_time_period,
                           data_time_zone, retention_days, expect_success_within_ms, reject_retries,
-                          failed_retries, execute_user, data
+                          failed_retries, execute_user, data, source
                    FROM jobs ",
             $where,
             ") j

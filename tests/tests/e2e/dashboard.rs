@@ -177,6 +177,8 @@ async fn the_dashboard_shows_jobs_tasks_and_the_grid_and_its_buttons_work() -> R
         .with_context(|| format!("the next fire {next}"))?;
     page.wait_for_text("Needed by").await?;
     page.wait_for_text("default.load").await?;
+    // Where it came from: not a definitions file, so editing it here is safe.
+    page.wait_for_text("made by hand").await?;
     // History at a glance: the recent runs' durations as bars, each its task's link, and each
     // run's duration in the list.
     page.wait_for(

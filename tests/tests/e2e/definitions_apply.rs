@@ -150,6 +150,14 @@ async fn apply_plans_prunes_its_own_and_changes_nothing_on_an_error() -> Result<
     assert!(out.status.success(), "{out:?}");
     env.chime_ok(&["job", "create", "manual", "--kind", "noop"])
         .await?;
+    // Each job says where it came from.
+    let shown = stdout(&env.chime(&["job", "show", "load"]).await?);
+    assert!(
+        shown.contains("chime (chime apply: edits made by hand are overwritten"),
+        "{shown}"
+    );
+    let shown = stdout(&env.chime(&["job", "show", "manual"]).await?);
+    assert!(shown.contains("made by hand"), "{shown}");
 
     // A changed cron: planned, not made; then made.
     write(

@@ -1016,6 +1016,12 @@ async fn show_job(client: &ApiClient, job: &Named, json: bool) -> Result<()> {
         }),
     );
     field(
+        "source",
+        view.source.as_deref().map_or("made by hand".into(), |s| {
+            format!("{s} (chime apply: edits made by hand are overwritten by its next apply)")
+        }),
+    );
+    field(
         "state",
         if view.paused { "paused" } else { "active" }.into(),
     );
