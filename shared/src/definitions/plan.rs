@@ -252,8 +252,7 @@ pub fn plan(current: &Definitions, desired: &Definitions, scope: &Scope) -> Plan
             .collect(),
     ));
     let dependency = |j: &JobDefinition, d: &DependencyDefinition| {
-        let upstream =
-            resolve_job(&d.job, &jobs).unwrap_or_else(|| ("default".into(), d.job.clone()));
+        let upstream = resolve_job(&d.job, &jobs).unwrap_or_else(|| unresolved(&d.job));
         let normalized = d.clone().normalized();
         (
             Object::Dependency((j.group().to_string(), j.name.clone()), upstream),
@@ -342,6 +341,40 @@ pub fn plan(current: &Definitions, desired: &Definitions, scope: &Scope) -> Plan
         plan.changes.extend(section);
     }
     plan
+}
+
+/// A `group.name` no job answers to, read as group and name at its first dot (a name without
+/// one is in the default group), as the plan shows it.
+fn unresolved(reference: &str) -> (String, String) {
+    match reference.split_once('.') {
+        Some((group, name)) => (group.to_string(), name.to_string()),
+        None => ("default".to_string(), reference.to_string()),
+    }
+}
+
+/// The first dependency in `desired` whose upstream is a job neither `desired` nor `current`
+/// holds, as an error naming it: the plan would fail there, so it is refused before.
+pub fn missing_upstream(current: &Definitions, desired: &Definitions) -> Option<String> {
+    let jobs: BTreeSet<(String, String)> = current
+        .jobs
+        .iter()
+        .chain(&desired.jobs)
+        .map(|j| (j.group().to_string(), j.name.clone()))
+        .collect();
+    desired.jobs.iter().find_map(|j| {
+        j.depends_on.iter().find_map(|d| {
+            if resolve_job(&d.job, &jobs).is_some() {
+                return None;
+            }
+            let (group, name) = unresolved(&d.job);
+            let object = Object::Dependency((j.group().to_string(), j.name.clone()), (group, name));
+            Some(format!(
+                "{object}: no job {:?} in the files or the store (name it as group.name, or by \
+                 its name in the default group)",
+                d.job
+            ))
+        })
+    })
 }
 
 fn json<T: Serialize>(value: &T, field: &str) -> Value {

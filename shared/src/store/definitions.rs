@@ -147,6 +147,9 @@ pub async fn plan(store: &Store, request: &ApplyRequest) -> Result<Plan, StoreEr
     let current = export_in(&mut tx, &[]).await?;
     let scope = scope_in(&mut tx, request, &current).await?;
     tx.commit().await.context("ending the plan's snapshot")?;
+    if let Some(why) = crate::definitions::plan::missing_upstream(&current, &request.definitions) {
+        return Err(StoreError::Invalid(why));
+    }
     Ok(crate::definitions::plan::plan(
         &current,
         &request.definitions,
@@ -174,6 +177,9 @@ pub async fn apply(
         .context("taking the apply lock")?;
     let current = export_in(&mut tx, &[]).await?;
     let scope = scope_in(&mut tx, request, &current).await?;
+    if let Some(why) = crate::definitions::plan::missing_upstream(&current, desired) {
+        return Err(StoreError::Invalid(why));
+    }
     let plan = crate::definitions::plan::plan(&current, desired, &scope);
 
     let jobs: BTreeMap<(String, String), &JobDefinition> = desired
