@@ -18,6 +18,7 @@ pub mod mapping;
 pub mod plan;
 pub mod source;
 pub mod write;
+pub mod xml;
 pub mod zones;
 
 #[cfg(test)]

@@ -888,7 +888,7 @@ fn daily_time_interval(
 }
 
 /// Quartz's `MISFIRE_INSTR` for the trigger's kind.
-fn misfire_policy(schedule: &ScheduleSpec, code: i32) -> Result<MisfirePolicy, String> {
+pub(crate) fn misfire_policy(schedule: &ScheduleSpec, code: i32) -> Result<MisfirePolicy, String> {
     use MisfirePolicy as P;
     let simple = matches!(schedule, ScheduleSpec::Simple { .. });
     Ok(match (code, simple) {

@@ -101,9 +101,40 @@ impl Loaded {
         let at = doc.tree.locate(path);
         Problem {
             file: doc.file.clone(),
-            line: at.line(),
-            column: at.column(),
+            line: at.line,
+            column: at.column,
             message,
+        }
+    }
+}
+
+impl Document {
+    /// A document read from another format (Quartz's job XML): what it defines, and where in
+    /// its file each part is, as the path to it (`jobs[2].triggers[0]`) with its line and
+    /// column, so that a problem found in it is placed as in a YAML file.
+    pub fn from_places(
+        file: PathBuf,
+        definitions: Definitions,
+        places: &[(Vec<Step>, u64, u64)],
+    ) -> Self {
+        let mut tree = Node {
+            at: Some(Place { line: 1, column: 1 }),
+            children: Children::Leaf,
+        };
+        for (path, line, column) in places {
+            let mut node = &mut tree;
+            for step in path {
+                node = node.child(step);
+            }
+            node.at = Some(Place {
+                line: *line,
+                column: *column,
+            });
+        }
+        Document {
+            file,
+            definitions,
+            tree,
         }
     }
 }
@@ -353,8 +384,19 @@ fn plain_message(error: &serde_saphyr::Error) -> String {
 /// Where a node of a document is, with its children: enough to name the line of any field.
 #[derive(Debug, Default)]
 struct Node {
-    at: Option<Location>,
+    at: Option<Place>,
     children: Children,
+}
+
+/// A line and column, from 1.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    line: u64,
+    column: u64,
+}
+
+impl Place {
+    const UNKNOWN: Place = Place { line: 0, column: 0 };
 }
 
 #[derive(Debug, Default)]
@@ -366,10 +408,48 @@ enum Children {
 }
 
 impl Node {
+    /// The child at `step`, made (with no place of its own) if missing.
+    fn child(&mut self, step: &Step) -> &mut Node {
+        let empty = || Node {
+            at: None,
+            children: Children::Leaf,
+        };
+        match step {
+            Step::Key(key) => {
+                if !matches!(self.children, Children::Map(_)) {
+                    self.children = Children::Map(Vec::new());
+                }
+                let Children::Map(entries) = &mut self.children else {
+                    unreachable!("made a map above")
+                };
+                let i = match entries.iter().position(|(k, _)| k == key) {
+                    Some(i) => i,
+                    None => {
+                        entries.push(((*key).to_string(), empty()));
+                        entries.len() - 1
+                    }
+                };
+                &mut entries[i].1
+            }
+            Step::Index(index) => {
+                if !matches!(self.children, Children::Seq(_)) {
+                    self.children = Children::Seq(Vec::new());
+                }
+                let Children::Seq(items) = &mut self.children else {
+                    unreachable!("made a list above")
+                };
+                while items.len() <= *index {
+                    items.push(empty());
+                }
+                &mut items[*index]
+            }
+        }
+    }
+
     /// The location of the node at `path`, or of the deepest node on the way to it.
-    fn locate(&self, path: &[Step]) -> Location {
+    fn locate(&self, path: &[Step]) -> Place {
         let mut node = self;
-        let mut at = self.at.unwrap_or(Location::UNKNOWN);
+        let mut at = self.at.unwrap_or(Place::UNKNOWN);
         for step in path {
             let next = match (&node.children, step) {
                 (Children::Map(entries), Step::Key(key)) => {
@@ -393,7 +473,10 @@ impl Node {
 impl<'de> Deserialize<'de> for Node {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let spanned = Spanned::<Children>::deserialize(deserializer)?;
-        let at = (spanned.referenced != Location::UNKNOWN).then_some(spanned.referenced);
+        let at = (spanned.referenced != Location::UNKNOWN).then_some(Place {
+            line: spanned.referenced.line(),
+            column: spanned.referenced.column(),
+        });
         Ok(Node {
             at,
             children: spanned.value,

@@ -102,6 +102,57 @@ pub struct ApplyRequest {
     /// Delete a pruned job even while it has live tasks (and the dependencies on it).
     #[serde(default)]
     pub force: bool,
+    /// Jobs and triggers to delete unless the definitions hold them, whatever their source
+    /// (Quartz's `pre-processing-commands`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delete: Vec<Removal>,
+    /// What to do with an object the store has already (Quartz's `processing-directives`).
+    #[serde(default)]
+    pub existing: Existing,
+}
+
+/// Jobs or triggers an apply deletes unless its definitions hold them: Quartz's
+/// `delete-jobs-in-group`, `delete-triggers-in-group`, `delete-job` and `delete-trigger`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Removal {
+    /// `job` (with its triggers) or `trigger`.
+    pub kind: RemovalKind,
+    /// The group; `*` is every group.
+    pub group: String,
+    /// One object's name; absent, the whole group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// What a [`Removal`] deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RemovalKind {
+    /// Jobs, with their triggers and the dependencies on them.
+    Job,
+    /// Triggers.
+    Trigger,
+}
+
+impl Removal {
+    fn matches(&self, group: &str, name: &str) -> bool {
+        (self.group == "*" || self.group == group) && self.name.as_deref().is_none_or(|n| n == name)
+    }
+}
+
+/// What an apply does with an object its definitions hold that the store has already.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Existing {
+    /// Change it to what the definitions say (Quartz's `overwrite-existing-data` true, its
+    /// default).
+    #[default]
+    Update,
+    /// Leave it as it is (`overwrite-existing-data` false, `ignore-duplicates` true).
+    Keep,
+    /// Refuse the apply (`overwrite-existing-data` false, `ignore-duplicates` false).
+    Refuse,
 }
 
 /// The longest source name.
@@ -147,14 +198,59 @@ pub async fn plan(store: &Store, request: &ApplyRequest) -> Result<Plan, StoreEr
     let current = export_in(&mut tx, &[]).await?;
     let scope = scope_in(&mut tx, request, &current).await?;
     tx.commit().await.context("ending the plan's snapshot")?;
-    if let Some(why) = crate::definitions::plan::missing_upstream(&current, &request.definitions) {
+    plan_of(&current, request, &scope)
+}
+
+/// The plan from `current` to the request's definitions, after the checks only the store can
+/// make: every upstream exists, and objects the store has already are what `existing` allows.
+fn plan_of(
+    current: &Definitions,
+    request: &ApplyRequest,
+    scope: &Scope,
+) -> Result<Plan, StoreError> {
+    let desired = &request.definitions;
+    if let Some(why) = crate::definitions::plan::missing_upstream(current, desired) {
         return Err(StoreError::Invalid(why));
     }
-    Ok(crate::definitions::plan::plan(
-        &current,
-        &request.definitions,
-        &scope,
-    ))
+    if request.existing == Existing::Refuse {
+        let jobs: BTreeSet<(&str, &str)> = current
+            .jobs
+            .iter()
+            .map(|j| (j.group(), j.name.as_str()))
+            .collect();
+        let triggers: BTreeSet<(&str, &str)> = current
+            .jobs
+            .iter()
+            .flat_map(|j| &j.triggers)
+            .map(|t| (t.group(), t.name.as_str()))
+            .collect();
+        for job in &desired.jobs {
+            if jobs.contains(&(job.group(), job.name.as_str())) {
+                return Err(StoreError::Conflict(format!(
+                    "job {}: exists already, and the definitions say not to overwrite it \
+                     (processing-directives: overwrite-existing-data false, ignore-duplicates \
+                     false)",
+                    job.dotted()
+                )));
+            }
+            for t in &job.triggers {
+                if triggers.contains(&(t.group(), t.name.as_str())) {
+                    return Err(StoreError::Conflict(format!(
+                        "trigger {}.{}: exists already, and the definitions say not to overwrite \
+                         it (processing-directives: overwrite-existing-data false, \
+                         ignore-duplicates false)",
+                        t.group(),
+                        t.name
+                    )));
+                }
+            }
+        }
+    }
+    let mut plan = crate::definitions::plan::plan(current, desired, scope);
+    if request.existing == Existing::Keep {
+        plan.changes.retain(|c| c.action != Action::Update);
+    }
+    Ok(plan)
 }
 
 /// Applies `request` in one transaction and returns what it did (nothing when the plan is
@@ -177,10 +273,7 @@ pub async fn apply(
         .context("taking the apply lock")?;
     let current = export_in(&mut tx, &[]).await?;
     let scope = scope_in(&mut tx, request, &current).await?;
-    if let Some(why) = crate::definitions::plan::missing_upstream(&current, desired) {
-        return Err(StoreError::Invalid(why));
-    }
-    let plan = crate::definitions::plan::plan(&current, desired, &scope);
+    let plan = plan_of(&current, request, &scope)?;
 
     let jobs: BTreeMap<(String, String), &JobDefinition> = desired
         .jobs
@@ -448,8 +541,57 @@ async fn scope_in(
     request: &ApplyRequest,
     current: &Definitions,
 ) -> Result<Scope, StoreError> {
+    let mut scope = Scope::default();
+    // What the definitions say to delete, whoever made it: a job with its triggers and the
+    // dependencies on and of it.
+    let removed_job = |group: &str, name: &str| {
+        request
+            .delete
+            .iter()
+            .any(|r| r.kind == RemovalKind::Job && r.matches(group, name))
+    };
+    for job in &current.jobs {
+        let job_removed = removed_job(job.group(), &job.name);
+        if job_removed {
+            scope
+                .prunable
+                .insert(Object::Job(job.group().to_string(), job.name.clone()));
+        }
+        for t in &job.triggers {
+            if job_removed
+                || request
+                    .delete
+                    .iter()
+                    .any(|r| r.kind == RemovalKind::Trigger && r.matches(t.group(), &t.name))
+            {
+                scope
+                    .prunable
+                    .insert(Object::Trigger(t.group().to_string(), t.name.clone()));
+            }
+        }
+    }
+    if !request.delete.is_empty() {
+        let names: BTreeSet<(String, String)> = current
+            .jobs
+            .iter()
+            .map(|j| (j.group().to_string(), j.name.clone()))
+            .collect();
+        for job in &current.jobs {
+            for d in &job.depends_on {
+                if let Some(upstream) = crate::definitions::check::resolve_job(&d.job, &names)
+                    && (removed_job(job.group(), &job.name)
+                        || removed_job(&upstream.0, &upstream.1))
+                {
+                    scope.prunable.insert(Object::Dependency(
+                        (job.group().to_string(), job.name.clone()),
+                        upstream,
+                    ));
+                }
+            }
+        }
+    }
     let Some(source) = request.source.clone() else {
-        return Ok(Scope::default());
+        return Ok(scope);
     };
     let rows: Vec<(String, String, String, String, Option<bool>)> = sqlx::query_as(
         "SELECT 'worker_group', name, '', source, NULL::bool FROM worker_groups WHERE source = $1
@@ -463,7 +605,6 @@ async fn scope_in(
     .fetch_all(&mut *tx)
     .await
     .context("reading the objects' sources")?;
-    let mut scope = Scope::default();
     let mut made_here = BTreeSet::new();
     for (kind, a, b, of, paused) in rows {
         let object = match kind.as_str() {

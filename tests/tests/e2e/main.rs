@@ -18,6 +18,7 @@ mod package;
 mod process;
 mod quartz_import;
 mod quartz_import_refusals;
+mod quartz_xml;
 mod retention;
 mod scale;
 mod schedule;

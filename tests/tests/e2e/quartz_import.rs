@@ -22,7 +22,7 @@ use sqlx::{Connection, PgConnection};
 
 /// What the Java programs need, as Debian's libquartz2-java and libpostgresql-jdbc-java install
 /// them.
-const JARS: [&str; 4] = [
+pub(crate) const JARS: [&str; 4] = [
     "/usr/share/java/quartz2.jar",
     "/usr/share/java/postgresql.jar",
     "/usr/share/java/slf4j-api.jar",
@@ -30,7 +30,7 @@ const JARS: [&str; 4] = [
 ];
 
 /// The zone the Quartz JVMs run in (`-Duser.timezone`), and so `--jvm-time-zone`.
-const JVM_ZONE: &str = "Europe/Berlin";
+pub(crate) const JVM_ZONE: &str = "Europe/Berlin";
 
 /// How many fire times are compared per trigger.
 const FIRES: usize = 25;
@@ -56,7 +56,7 @@ struct Scheduler {
 }
 
 /// Whether the test can run here; `Err` when it must but cannot.
-fn quartz_available() -> Result<bool> {
+pub(crate) fn quartz_available() -> Result<bool> {
     let mut missing = Vec::new();
     for tool in ["javac", "java"] {
         let ok = std::process::Command::new(tool)
@@ -197,7 +197,7 @@ impl Fixture {
 }
 
 /// Compiles the Java sources into `dir`/classes; returns that directory.
-async fn compile(dir: &Path) -> Result<PathBuf> {
+pub(crate) async fn compile(dir: &Path) -> Result<PathBuf> {
     let sources_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("quartz-import");
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&sources_dir)?
         .map(|e| e.map(|e| e.path()))

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use chime_core::definitions::plan::{Action, Plan};
 use chime_core::definitions::{self, Problem};
-use chime_core::store::definitions::ApplyRequest;
+use chime_core::store::definitions::{ApplyRequest, Existing, Removal};
+use chime_quartz_import::mapping::JobClassMappings;
+use chime_quartz_import::xml::{self, XmlOptions};
 use clap::Args;
 
 use crate::client::ApiClient;
@@ -55,15 +57,129 @@ pub async fn export(client: &ApiClient, args: ExportArgs) -> Result<()> {
 /// `chime validate -f PATH…`
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Definitions files, or directories searched for `*.yaml` and `*.yml`.
+    /// Definitions files, or directories searched for `*.yaml` and `*.yml`; a Quartz job file
+    /// (`quartz_data.xml`) given by name.
     #[arg(short = 'f', long = "file", value_name = "PATH", required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub quartz: QuartzArgs,
 }
 
-/// Reads and checks the files: every problem printed as `file:line:column: …`, warnings too;
-/// an error if any is one.
-fn read_checked(files: &[PathBuf]) -> Result<definitions::Loaded> {
-    let loaded = definitions::read(files).map_err(too_many)?;
+/// How Quartz job files (`*.xml`) are read: what each job class runs as, and the Quartz nodes'
+/// zone, as `chime import quartz` takes them.
+#[derive(Debug, Args, Default)]
+pub struct QuartzArgs {
+    /// For Quartz files: CLASS=shell:COMMAND (run by `sh -c`) or CLASS=http:URL (the job data
+    /// POSTed to it); repeat for each class.
+    #[arg(long = "job-class", value_name = "CLASS=TARGET")]
+    pub job_classes: Vec<String>,
+    /// For Quartz files: a file of CLASS=TARGET lines (`#` comments).
+    #[arg(long = "job-classes", value_name = "FILE")]
+    pub job_classes_file: Option<PathBuf>,
+    /// For Quartz files: the Quartz nodes' `user.timezone` (an IANA zone), for triggers and
+    /// times the file gives no zone.
+    #[arg(long)]
+    pub jvm_time_zone: Option<String>,
+}
+
+impl QuartzArgs {
+    fn options(&self) -> Result<XmlOptions> {
+        let mut mappings = JobClassMappings::default();
+        if let Some(file) = &self.job_classes_file {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                BadInput(format!(
+                    "--job-classes {}: cannot read it: {e}",
+                    file.display()
+                ))
+            })?;
+            mappings
+                .add_file(&text, &file.display().to_string())
+                .map_err(|e| BadInput(e.to_string()))?;
+        }
+        for mapping in &self.job_classes {
+            mappings
+                .add(mapping, "--job-class")
+                .map_err(|e| BadInput(e.to_string()))?;
+        }
+        if let Some(zone) = &self.jvm_time_zone
+            && chime_core::schedule::named_zone(zone).is_none()
+        {
+            return Err(BadInput(format!(
+                "--jvm-time-zone {zone:?} is not a time zone (an IANA name such as \
+                 Europe/Berlin, or an offset such as +05:30)"
+            ))
+            .into());
+        }
+        Ok(XmlOptions {
+            mappings,
+            jvm_zone: self.jvm_time_zone.clone(),
+        })
+    }
+}
+
+/// The files read and checked, with what Quartz files among them say beyond their jobs.
+struct Read {
+    loaded: definitions::Loaded,
+    delete: Vec<Removal>,
+    existing: Existing,
+}
+
+/// Reads and checks the files (YAML, and Quartz files given by name): every problem printed as
+/// `file:line:column: …`, warnings too; an error if any is one.
+fn read_checked(files: &[PathBuf], quartz: &QuartzArgs) -> Result<Read> {
+    let (xml, yaml): (Vec<PathBuf>, Vec<PathBuf>) = files
+        .iter()
+        .cloned()
+        .partition(|f| f.is_file() && xml::is_quartz_file(f));
+    let mut problems = Vec::new();
+    let mut loaded = if yaml.is_empty() {
+        definitions::Loaded::default()
+    } else {
+        match definitions::read(&yaml) {
+            Ok(loaded) => loaded,
+            Err(found) => {
+                problems.extend(found);
+                definitions::Loaded::default()
+            }
+        }
+    };
+    let mut read = Read {
+        loaded: definitions::Loaded::default(),
+        delete: Vec::new(),
+        existing: Existing::Update,
+    };
+    if !xml.is_empty() {
+        let options = quartz.options()?;
+        let mut directives: Option<(PathBuf, Existing)> = None;
+        for file in &xml {
+            match xml::read_file(file, &options) {
+                Ok(quartz) => {
+                    for warning in &quartz.warnings {
+                        eprintln!("warning: {}: {warning}", file.display());
+                    }
+                    if let Some((first, existing)) = &directives
+                        && *existing != quartz.existing
+                    {
+                        return Err(BadInput(format!(
+                            "{} and {} have different processing-directives: apply them \
+                             one at a time",
+                            first.display(),
+                            file.display()
+                        ))
+                        .into());
+                    }
+                    directives = Some((file.clone(), quartz.existing));
+                    read.existing = quartz.existing;
+                    read.delete.extend(quartz.delete);
+                    loaded.documents.push(quartz.document);
+                }
+                Err(found) => problems.extend(found),
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(too_many(problems).into());
+    }
     let report = definitions::check(&loaded, jiff::Timestamp::now());
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
@@ -71,12 +187,13 @@ fn read_checked(files: &[PathBuf]) -> Result<definitions::Loaded> {
     if !report.errors.is_empty() {
         return Err(too_many(report.errors).into());
     }
-    Ok(loaded)
+    read.loaded = loaded;
+    Ok(read)
 }
 
 /// Checks the files as the API would, with no server, and says what they hold.
 pub fn validate(args: ValidateArgs) -> Result<()> {
-    let loaded = read_checked(&args.files)?;
+    let loaded = read_checked(&args.files, &args.quartz)?.loaded;
     let all = loaded.definitions();
     let triggers: usize = all.jobs.iter().map(|j| j.triggers.len()).sum();
     let dependencies: usize = all.jobs.iter().map(|j| j.depends_on.len()).sum();
@@ -95,7 +212,8 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
 /// `chime apply -f PATH… [--dry-run] [--prune] [--source NAME] [--force] [--exit-code]`
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// Definitions files, or directories searched for `*.yaml` and `*.yml`.
+    /// Definitions files, or directories searched for `*.yaml` and `*.yml`; a Quartz job file
+    /// (`quartz_data.xml`) given by name.
     #[arg(short = 'f', long = "file", value_name = "PATH", required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
     /// Print the plan and change nothing.
@@ -115,6 +233,8 @@ pub struct ApplyArgs {
     /// Exit 3 when there are changes (planned, or made), 0 when there are none: for CI.
     #[arg(long)]
     pub exit_code: bool,
+    #[command(flatten)]
+    pub quartz: QuartzArgs,
 }
 
 /// The exit status of `--exit-code` when there are changes (2 is a usage error already).
@@ -162,12 +282,18 @@ fn source_of(args: &ApplyArgs) -> Result<String> {
 /// transaction) what they say: prints each change; an error names the file and line of the
 /// object it concerns.
 pub async fn apply(client: &ApiClient, args: ApplyArgs) -> Result<()> {
-    let loaded = read_checked(&args.files)?;
+    let Read {
+        loaded,
+        delete,
+        existing,
+    } = read_checked(&args.files, &args.quartz)?;
     let request = ApplyRequest {
         definitions: loaded.definitions(),
         source: Some(source_of(&args)?),
         prune: args.prune,
         force: args.force,
+        delete,
+        existing,
     };
     let path = if args.dry_run {
         "/api/v1/definitions/plan"
