@@ -667,3 +667,118 @@ fn misfire_code(text: &str, simple: bool) -> Option<i32> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> XmlOptions {
+        let mut mappings = JobClassMappings::default();
+        let _ = mappings.add("com.acme.Job=shell:./run.sh", "test");
+        XmlOptions {
+            mappings,
+            jvm_zone: Some("Europe/Berlin".into()),
+        }
+    }
+
+    fn read(body: &str) -> Result<QuartzFile, Vec<Problem>> {
+        let text = format!(
+            "<?xml version=\"1.0\"?>\n<job-scheduling-data \
+             xmlns=\"http://www.quartz-scheduler.org/xml/JobSchedulingData\" version=\"2.0\">\n\
+             {body}\n</job-scheduling-data>\n"
+        );
+        read_text(Path::new("q.xml"), &text, &options())
+    }
+
+    #[test]
+    fn quartz_defaults_hold_where_the_file_says_nothing() {
+        let file = read(
+            "<schedule><job><name>a</name><job-class>com.acme.Job</job-class></job>\
+             <trigger><cron><name>t</name><job-name>a</job-name>\
+             <cron-expression>0 0 2 * * ?</cron-expression></cron></trigger></schedule>",
+        )
+        .unwrap_or_else(|p| panic!("{p:?}"));
+        let job = &file.document.definitions.jobs[0];
+        assert_eq!(job.group(), QUARTZ_DEFAULT_GROUP);
+        assert_eq!(job.kind, "shell");
+        let trigger = &job.triggers[0];
+        assert_eq!(trigger.group(), QUARTZ_DEFAULT_GROUP);
+        assert_eq!(trigger.misfire_policy, None);
+        match &trigger.schedule {
+            ScheduleSpec::Cron {
+                time_zone,
+                start_time,
+                ..
+            } => {
+                assert_eq!(time_zone.as_deref(), Some("Europe/Berlin"));
+                assert_eq!(*start_time, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(file.existing, Existing::Update);
+    }
+
+    #[test]
+    fn commands_and_directives_become_the_applys_rules() {
+        let file = read(
+            "<pre-processing-commands><delete-jobs-in-group>*</delete-jobs-in-group>\
+             <delete-trigger><name>old</name></delete-trigger></pre-processing-commands>\
+             <processing-directives><overwrite-existing-data>false</overwrite-existing-data>\
+             <ignore-duplicates>true</ignore-duplicates></processing-directives>",
+        )
+        .unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(
+            file.delete,
+            [
+                Removal {
+                    kind: RemovalKind::Job,
+                    group: "*".into(),
+                    name: None
+                },
+                Removal {
+                    kind: RemovalKind::Trigger,
+                    group: QUARTZ_DEFAULT_GROUP.into(),
+                    name: Some("old".into())
+                }
+            ]
+        );
+        assert_eq!(file.existing, Existing::Keep);
+    }
+
+    #[test]
+    fn mistakes_are_named_at_their_line() {
+        let Err(problems) = read(
+            "<schedule>\n<job><name>a</name><job-class>com.acme.Other</job-class></job>\n\
+             <trigger><simple><name>t</name><job-name>a</job-name>\
+             <repeat-interval>1000</repeat-interval></simple></trigger>\n\
+             <trigger><cron><name>u</name><job-name>nowhere</job-name>\
+             <cron-expression>0 0 2 * * ?</cron-expression>\
+             <misfire-instruction>MISFIRE_INSTRUCTION_NEVER</misfire-instruction>\
+             </cron></trigger>\n</schedule>",
+        ) else {
+            panic!("read a file with mistakes");
+        };
+        let lines: Vec<(u64, &str)> = problems
+            .iter()
+            .map(|p| (p.line, p.message.as_str()))
+            .collect();
+        // The unmapped class, and the trigger of a job that is not in the file; not the trigger
+        // of the job that could not be read.
+        assert_eq!(problems.len(), 2, "{lines:?}");
+        assert_eq!(problems[0].line, 4);
+        assert!(
+            problems[0]
+                .message
+                .contains("com.acme.Other has no chime command")
+        );
+        assert_eq!(problems[1].line, 6);
+        assert!(problems[1].message.contains("job DEFAULT.nowhere"));
+    }
+
+    #[test]
+    fn no_dtd_is_read() {
+        let text = "<?xml version=\"1.0\"?>\n<!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/passwd\">]>\n\
+                    <job-scheduling-data>&e;</job-scheduling-data>";
+        assert!(read_text(Path::new("q.xml"), text, &options()).is_err());
+    }
+}
