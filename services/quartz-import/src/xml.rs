@@ -438,6 +438,10 @@ impl<'x> Reader<'_, 'x> {
                 }
             };
         }
+        self.jvm_zone(parent, trigger)
+    }
+
+    fn jvm_zone(&mut self, parent: Node<'_, 'x>, trigger: &str) -> Option<String> {
         match &self.options.jvm_zone {
             Some(zone) => Some(zone.clone()),
             None => {
@@ -552,7 +556,14 @@ impl<'x> Reader<'_, 'x> {
                     );
                     return;
                 };
-                let Some(zone) = self.zone(kind, &full) else {
+                // Quartz's reader takes no zone for these: they run in the JVM's.
+                if self.text(kind, "time-zone").is_some() {
+                    self.warnings.push(format!(
+                        "trigger {full}: Quartz's reader ignores a calendar-interval trigger's \
+                         <time-zone> (it runs in the JVM's zone), and so does this"
+                    ));
+                }
+                let Some(zone) = self.jvm_zone(kind, &full) else {
                     return;
                 };
                 ScheduleSpec::CalendarInterval {

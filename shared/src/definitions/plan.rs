@@ -4,8 +4,9 @@
 //! and one it sets to the API's default are the same, and a job without a worker group goes
 //! where its kind's route sends it.
 //!
-//! An object's source (the apply that made or last changed it) is not compared: an apply
-//! records it on what it makes or updates, and deletes only its own source's objects. A
+//! An object's source (the apply that made or last changed it) is not compared as a setting:
+//! an apply records it on what it makes or updates, takes over (a `source` change) what the
+//! files hold that was made by hand, and deletes only its own source's objects. A
 //! trigger's `paused` is an operator's action: the files' value is applied when the trigger is
 //! made, and after that only when it changed in the files since this source's last apply (so a
 //! pause made in the dashboard outlives the next deploy).
@@ -52,32 +53,49 @@ pub enum Object {
 }
 
 impl Object {
-    /// The object [`fmt::Display`] wrote as `text`, when the names hold no dot or ` on ` that
-    /// makes it ambiguous: a job `a.b.c` is read as group `a`, name `b.c`.
-    pub fn parse(text: &str) -> Option<Self> {
-        let dotted = |s: &str| {
-            s.split_once('.')
-                .map(|(g, n)| (g.to_string(), n.to_string()))
+    /// Every object [`fmt::Display`] could have written as `text`: a name may hold dots
+    /// (Quartz's groups often do), so `job a.b.c` is group `a`, name `b.c` or group `a.b`,
+    /// name `c`.
+    pub fn parse(text: &str) -> Vec<Self> {
+        let splits = |s: &str| -> Vec<(String, String)> {
+            s.match_indices('.')
+                .map(|(i, _)| (s[..i].to_string(), s[i + 1..].to_string()))
+                .collect()
         };
         if let Some(name) = text.strip_prefix("worker group ") {
-            return Some(Object::WorkerGroup(name.to_string()));
+            return vec![Object::WorkerGroup(name.to_string())];
         }
         if let Some(kind) = text.strip_prefix("route ") {
-            return Some(Object::Route(kind.to_string()));
+            return vec![Object::Route(kind.to_string())];
         }
         if let Some(name) = text.strip_prefix("calendar ") {
-            return Some(Object::Calendar(name.to_string()));
+            return vec![Object::Calendar(name.to_string())];
         }
         if let Some(job) = text.strip_prefix("job ") {
-            let (g, n) = dotted(job)?;
-            return Some(Object::Job(g, n));
+            return splits(job)
+                .into_iter()
+                .map(|(g, n)| Object::Job(g, n))
+                .collect();
         }
         if let Some(trigger) = text.strip_prefix("trigger ") {
-            let (g, n) = dotted(trigger)?;
-            return Some(Object::Trigger(g, n));
+            return splits(trigger)
+                .into_iter()
+                .map(|(g, n)| Object::Trigger(g, n))
+                .collect();
         }
-        let (job, upstream) = text.strip_prefix("dependency ")?.split_once(" on ")?;
-        Some(Object::Dependency(dotted(job)?, dotted(upstream)?))
+        let Some(rest) = text.strip_prefix("dependency ") else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for (at, _) in rest.match_indices(" on ") {
+            let (job, upstream) = (&rest[..at], &rest[at + 4..]);
+            for j in splits(job) {
+                for u in splits(upstream) {
+                    found.push(Object::Dependency(j.clone(), u));
+                }
+            }
+        }
+        found
     }
 
     /// The name the audit trail gives the object (`worker-group etl`, `kind-route hive`; the
@@ -138,6 +156,11 @@ impl Plan {
 /// made, and what its files said of its triggers' pauses at its last apply.
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
+    /// The source applying; None plans without taking objects over.
+    pub source: Option<String>,
+    /// The objects made by hand: one the files hold is taken over by the source applying
+    /// (a `source` change), so that its next applies and prunes treat it as theirs.
+    pub made_by_hand: BTreeSet<Object>,
     /// The objects that may be deleted when the files no longer hold them: the apply's own
     /// source's, when it prunes; none otherwise.
     pub prunable: BTreeSet<Object>,
@@ -149,9 +172,15 @@ pub struct Scope {
 /// files'), within `scope`. Jobs resolve their worker groups by the files' routes over the
 /// store's.
 pub fn plan(current: &Definitions, desired: &Definitions, scope: &Scope) -> Plan {
+    // A route this plan deletes no longer sends a job anywhere.
+    let kept = |kind: &str| {
+        !scope.prunable.contains(&Object::Route(kind.to_string()))
+            || desired.routes.iter().any(|r| r.kind == kind)
+    };
     let mut routes: BTreeMap<&str, &str> = current
         .routes
         .iter()
+        .filter(|r| kept(&r.kind))
         .map(|r| (r.kind.as_str(), r.worker_group.as_str()))
         .collect();
     routes.extend(
@@ -292,6 +321,16 @@ pub fn plan(current: &Definitions, desired: &Definitions, scope: &Scope) -> Plan
                 Some(had) => changes(had, value),
             };
             let is_new = !now.contains_key(object);
+            if !is_new
+                && let Some(source) = &scope.source
+                && scope.made_by_hand.contains(object)
+            {
+                fields.push(Change {
+                    field: "source".into(),
+                    before: Value::Null,
+                    after: Value::String(source.clone()),
+                });
+            }
             if let Some(&paused) = desired_paused.get(object) {
                 let was = current_triggers
                     .get(object)
@@ -353,13 +392,25 @@ fn unresolved(reference: &str) -> (String, String) {
 }
 
 /// The first dependency in `desired` whose upstream is a job neither `desired` nor `current`
-/// holds, as an error naming it: the plan would fail there, so it is refused before.
-pub fn missing_upstream(current: &Definitions, desired: &Definitions) -> Option<String> {
+/// holds (or one the plan deletes), as an error naming it: the plan would fail there, so it is
+/// refused before.
+pub fn missing_upstream(
+    current: &Definitions,
+    desired: &Definitions,
+    scope: &Scope,
+) -> Option<String> {
+    // A job this plan deletes is no upstream.
     let jobs: BTreeSet<(String, String)> = current
         .jobs
         .iter()
-        .chain(&desired.jobs)
         .map(|j| (j.group().to_string(), j.name.clone()))
+        .filter(|(g, n)| !scope.prunable.contains(&Object::Job(g.clone(), n.clone())))
+        .chain(
+            desired
+                .jobs
+                .iter()
+                .map(|j| (j.group().to_string(), j.name.clone())),
+        )
         .collect();
     desired.jobs.iter().find_map(|j| {
         j.depends_on.iter().find_map(|d| {
@@ -517,5 +568,42 @@ jobs:
         assert_eq!(plan.changes[0].target, Some(nightly));
         assert_eq!(plan.changes[0].fields[0].field, "paused");
         assert_eq!(plan.changes[0].fields[0].after, Value::Bool(false));
+    }
+
+    #[test]
+    fn what_was_made_by_hand_is_taken_over_by_the_source_applying() {
+        let current = definitions(STORE);
+        let old = Object::Job("default".into(), "old".into());
+        let scope = Scope {
+            source: Some("chime".into()),
+            made_by_hand: [old.clone()].into(),
+            ..Scope::default()
+        };
+        let plan = plan(&current, &current, &scope);
+        assert_eq!(plan.changes.len(), 1, "{plan:#?}");
+        assert_eq!(plan.changes[0].target, Some(old));
+        assert_eq!(plan.changes[0].fields[0].field, "source");
+        assert_eq!(
+            plan.changes[0].fields[0].after,
+            Value::String("chime".into())
+        );
+    }
+
+    #[test]
+    fn a_name_with_dots_is_read_every_way() {
+        assert_eq!(
+            Object::parse("job com.acme.report"),
+            [
+                Object::Job("com".into(), "acme.report".into()),
+                Object::Job("com.acme".into(), "report".into())
+            ]
+        );
+        assert_eq!(
+            Object::parse("dependency a.b on c.d"),
+            [Object::Dependency(
+                ("a".into(), "b".into()),
+                ("c".into(), "d".into())
+            )]
+        );
     }
 }

@@ -215,10 +215,13 @@ impl Loaded {
     /// errors do) as a problem at the place the files define that object; None when it names
     /// none of them.
     pub fn place(&self, message: &str) -> Option<Problem> {
-        let (object, _) = message.split_once(": ")?;
-        let object = super::plan::Object::parse(object)?;
-        let (document, path) = self.locate(&object)?;
-        Some(self.problem(document, &path, message.to_string()))
+        // The object's name may itself hold ": " (names are free text): each prefix is tried.
+        message.match_indices(": ").find_map(|(at, _)| {
+            super::plan::Object::parse(&message[..at])
+                .iter()
+                .find_map(|object| self.locate(object))
+                .map(|(document, path)| self.problem(document, &path, message.to_string()))
+        })
     }
 }
 

@@ -195,7 +195,7 @@ pub async fn plan(store: &Store, request: &ApplyRequest) -> Result<Plan, StoreEr
     request.source()?;
     let mut tx = store.begin().await?;
     snapshot(&mut tx).await?;
-    let current = export_in(&mut tx, &[]).await?;
+    let current = export_in(&mut tx, &[], true).await?;
     let scope = scope_in(&mut tx, request, &current).await?;
     tx.commit().await.context("ending the plan's snapshot")?;
     plan_of(&current, request, &scope)
@@ -209,7 +209,7 @@ fn plan_of(
     scope: &Scope,
 ) -> Result<Plan, StoreError> {
     let desired = &request.definitions;
-    if let Some(why) = crate::definitions::plan::missing_upstream(current, desired) {
+    if let Some(why) = crate::definitions::plan::missing_upstream(current, desired, scope) {
         return Err(StoreError::Invalid(why));
     }
     if request.existing == Existing::Refuse {
@@ -271,7 +271,7 @@ pub async fn apply(
         .execute(&mut *tx)
         .await
         .context("taking the apply lock")?;
-    let current = export_in(&mut tx, &[]).await?;
+    let current = export_in(&mut tx, &[], true).await?;
     let scope = scope_in(&mut tx, request, &current).await?;
     let plan = plan_of(&current, request, &scope)?;
 
@@ -306,21 +306,35 @@ pub async fn apply(
         }
     }
 
-    // A dependency is removed before any is added: pruning `a on b` while adding `b on a` is
-    // no cycle.
+    // Dependencies and triggers are removed before anything is made: pruning `a on b` while
+    // adding `b on a` is no cycle, and a job's new cron trigger is checked against the
+    // dependencies without the interval trigger it replaces.
+    let early = |c: &&ObjectChange| {
+        c.action == Action::Delete
+            && matches!(
+                c.target,
+                Some(Object::Dependency(..)) | Some(Object::Trigger(..))
+            )
+    };
     let order = plan
         .changes
         .iter()
-        .filter(|c| c.action == Action::Delete && matches!(c.target, Some(Object::Dependency(..))))
-        .chain(plan.changes.iter().filter(|c| {
-            !(c.action == Action::Delete && matches!(c.target, Some(Object::Dependency(..))))
-        }));
+        .filter(early)
+        .chain(plan.changes.iter().filter(|c| !early(c)));
     let mut woken = false;
     for change in order {
         let Some(target) = &change.target else {
             continue;
         };
         let failed = |e: StoreError| e.within(&change.object);
+        if change.action == Action::Update
+            && change.fields.iter().all(|c| c.field == "source")
+            && let Some(source) = source
+        {
+            adopt(&mut tx, target, source).await.map_err(failed)?;
+            audit(&mut tx, actor, target, change, Some(source)).await?;
+            continue;
+        }
         match (target, change.action) {
             (Object::WorkerGroup(name), action) => {
                 let group = desired.worker_groups.iter().find(|g| &g.name == name);
@@ -361,7 +375,7 @@ pub async fn apply(
                 }
             }
             (Object::Job(group, name), Action::Delete) => {
-                prune_job(&mut tx, group, name, request.force).await
+                prune_job(&mut tx, group, name, request.force, source).await
             }
             (Object::Job(group, name), action) => match jobs.get(&(group.clone(), name.clone())) {
                 Some(job) => {
@@ -410,28 +424,107 @@ pub async fn apply(
             }
         }
         .map_err(failed)?;
-        super::audit::record(
-            &mut *tx,
-            actor,
-            "POST",
-            "/api/v1/definitions/apply",
-            200,
-            Some(&super::audit::AuditDetail {
-                object: Some(target.audit_name()),
-                changes: super::patch::redacted(&change.fields),
-                source: source.map(str::to_string),
-            }),
-        )
-        .await?;
+        audit(&mut tx, actor, target, change, source).await?;
     }
     if let Some(source) = source {
-        record_applied_pauses(&mut tx, source, &triggers).await?;
+        // Told to keep what exists, the apply changed no existing trigger: its files' pauses
+        // are recorded only for the triggers it made, so a pause changed there is not lost.
+        let made: BTreeSet<(String, String)> = plan
+            .changes
+            .iter()
+            .filter(|c| c.action == Action::Create)
+            .filter_map(|c| match &c.target {
+                Some(Object::Trigger(g, n)) => Some((g.clone(), n.clone())),
+                _ => None,
+            })
+            .collect();
+        let recorded: BTreeMap<(String, String), (&JobDefinition, &TriggerDefinition)> =
+            if request.existing == Existing::Keep {
+                triggers
+                    .iter()
+                    .filter(|(key, _)| made.contains(*key))
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect()
+            } else {
+                triggers.clone()
+            };
+        record_applied_pauses(&mut tx, source, &recorded).await?;
     }
     if woken {
         super::triggers::wake_schedulers(&mut tx, store).await?;
     }
     tx.commit().await.context("committing the apply")?;
     Ok(plan)
+}
+
+/// Records one change in the audit trail, inside the apply's transaction.
+async fn audit(
+    tx: &mut sqlx::PgConnection,
+    actor: &str,
+    target: &Object,
+    change: &ObjectChange,
+    source: Option<&str>,
+) -> Result<(), StoreError> {
+    super::audit::record(
+        &mut *tx,
+        actor,
+        "POST",
+        "/api/v1/definitions/apply",
+        200,
+        Some(&super::audit::AuditDetail {
+            object: Some(target.audit_name()),
+            changes: super::patch::redacted(&change.fields),
+            source: source.map(str::to_string),
+        }),
+    )
+    .await
+}
+
+/// Records `source` on an object made by hand that the files now hold: from now on it is the
+/// source's, overwritten by its applies and pruned when it leaves its files.
+async fn adopt(
+    tx: &mut sqlx::PgConnection,
+    target: &Object,
+    source: &str,
+) -> Result<(), StoreError> {
+    // Every statement takes a group (or the one name) and a name ('' where there is none).
+    let (statement, first, second) = match target {
+        Object::WorkerGroup(name) => (
+            "UPDATE worker_groups SET source = $1 WHERE name = $2 AND $3 = '' AND source IS NULL",
+            name.as_str(),
+            "",
+        ),
+        Object::Route(kind) => (
+            "UPDATE job_kind_routes SET source = $1 WHERE kind = $2 AND $3 = '' AND source IS NULL",
+            kind.as_str(),
+            "",
+        ),
+        Object::Calendar(name) => (
+            "UPDATE calendars SET source = $1 WHERE name = $2 AND $3 = '' AND source IS NULL",
+            name.as_str(),
+            "",
+        ),
+        Object::Job(group, name) => (
+            "UPDATE jobs SET source = $1 WHERE group_name = $2 AND name = $3 AND source IS NULL",
+            group.as_str(),
+            name.as_str(),
+        ),
+        Object::Trigger(group, name) => (
+            "UPDATE triggers SET source = $1
+             WHERE group_name = $2 AND name = $3 AND source IS NULL",
+            group.as_str(),
+            name.as_str(),
+        ),
+        Object::Dependency(..) => return Ok(()),
+    };
+    sqlx::query(statement)
+        .bind(source)
+        .bind(first)
+        .bind(second)
+        .execute(&mut *tx)
+        .await
+        .context("recording the object's source")?;
+    Ok(())
 }
 
 /// Makes or updates one trigger as the plan's `change` says; false if the definitions do not
@@ -466,8 +559,22 @@ async fn apply_trigger(
     let changed = |field: &str| change.fields.iter().any(|c| c.field == field);
     if changed("schedule") || changed("calendar") {
         triggers::write_update(&mut *tx, group, name, &trigger, source).await?;
-    } else if change.fields.iter().any(|c| c.field != "paused") {
+    } else if change
+        .fields
+        .iter()
+        .any(|c| c.field != "paused" && c.field != "source")
+    {
         triggers::write_settings(&mut *tx, group, name, &trigger, source).await?;
+    }
+    if changed("source")
+        && let Some(source) = source
+    {
+        adopt(
+            &mut *tx,
+            &Object::Trigger(group.into(), name.into()),
+            source,
+        )
+        .await?;
     }
     if changed("paused") {
         triggers::set_paused_in(&mut *tx, triggers::Target::Trigger(group, name), paused).await?;
@@ -482,8 +589,28 @@ async fn prune_job(
     group: &str,
     name: &str,
     force: bool,
+    source: Option<&str>,
 ) -> Result<(), StoreError> {
     if !force {
+        // Its triggers go with it: one made by hand or by another source is not this apply's.
+        let others: Vec<String> = sqlx::query_scalar(
+            "SELECT t.group_name || '.' || t.name FROM triggers t JOIN jobs j ON j.id = t.job_id
+             WHERE j.group_name = $1 AND j.name = $2 AND t.source IS DISTINCT FROM $3
+             ORDER BY 1",
+        )
+        .bind(group)
+        .bind(name)
+        .bind(source)
+        .fetch_all(&mut *tx)
+        .await
+        .context("finding the job's other triggers")?;
+        if !others.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "it has triggers made by hand or by another source ({}), which would go with \
+                 it: delete them, or prune with --force",
+                others.join(", ")
+            )));
+        }
         let live: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id
              WHERE j.group_name = $1 AND j.name = $2
@@ -593,6 +720,27 @@ async fn scope_in(
     let Some(source) = request.source.clone() else {
         return Ok(scope);
     };
+    scope.source = Some(source.clone());
+    let by_hand: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT 'worker_group', name, '' FROM worker_groups
+             WHERE source IS NULL AND name <> 'default'
+         UNION ALL SELECT 'route', kind, '' FROM job_kind_routes WHERE source IS NULL
+         UNION ALL SELECT 'calendar', name, '' FROM calendars WHERE source IS NULL
+         UNION ALL SELECT 'job', group_name, name FROM jobs WHERE source IS NULL
+         UNION ALL SELECT 'trigger', group_name, name FROM triggers WHERE source IS NULL",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .context("reading the objects made by hand")?;
+    for (kind, a, b) in by_hand {
+        scope.made_by_hand.insert(match kind.as_str() {
+            "worker_group" => Object::WorkerGroup(a),
+            "route" => Object::Route(a),
+            "calendar" => Object::Calendar(a),
+            "job" => Object::Job(a, b),
+            _ => Object::Trigger(a, b),
+        });
+    }
     let rows: Vec<(String, String, String, String, Option<bool>)> = sqlx::query_as(
         "SELECT 'worker_group', name, '', source, NULL::bool FROM worker_groups WHERE source = $1
          UNION ALL SELECT 'route', kind, '', source, NULL FROM job_kind_routes WHERE source = $1
@@ -627,16 +775,16 @@ async fn scope_in(
     }
     // A dependency goes with its downstream job's source.
     if request.prune {
+        let names: BTreeSet<(String, String)> = current
+            .jobs
+            .iter()
+            .map(|j| (j.group().to_string(), j.name.clone()))
+            .collect();
         for job in &current.jobs {
             let object = Object::Job(job.group().to_string(), job.name.clone());
             if !made_here.contains(&object) {
                 continue;
             }
-            let names: BTreeSet<(String, String)> = current
-                .jobs
-                .iter()
-                .map(|j| (j.group().to_string(), j.name.clone()))
-                .collect();
             for d in &job.depends_on {
                 if let Some(upstream) = crate::definitions::check::resolve_job(&d.job, &names) {
                     scope.prunable.insert(Object::Dependency(
@@ -665,15 +813,18 @@ pub async fn export(store: &Store, job_groups: &[String]) -> Result<Definitions,
     let mut tx = store.begin().await?;
     // One snapshot: a job deleted between two reads would leave its triggers behind.
     snapshot(&mut tx).await?;
-    let definitions = export_in(&mut tx, job_groups).await?;
+    let definitions = export_in(&mut tx, job_groups, false).await?;
     tx.commit().await.context("ending the export's snapshot")?;
     Ok(definitions)
 }
 
-/// [`export`] inside the caller's transaction.
+/// [`export`] inside the caller's transaction; with `complete`, also the triggers that have
+/// fired their last time (an apply must know they exist: it leaves one unchanged as it is, and
+/// restarts one whose settings changed).
 async fn export_in(
     tx: &mut sqlx::PgConnection,
     job_groups: &[String],
+    complete: bool,
 ) -> Result<Definitions, StoreError> {
     let whole = job_groups.is_empty();
     let jobs: Vec<JobRow> = sqlx::query_as(
@@ -694,10 +845,11 @@ async fn export_in(
         "SELECT job_id, group_name, name, description, schedule, calendar_name,
                 to_jsonb(misfire_policy) AS misfire_policy, priority, data,
                 state IN ('paused', 'paused_blocked') AS paused, start_time
-         FROM triggers WHERE job_id = ANY($1) AND state <> 'complete'
+         FROM triggers WHERE job_id = ANY($1) AND ($2 OR state <> 'complete')
          ORDER BY group_name COLLATE \"C\", name COLLATE \"C\"",
     )
     .bind(&ids)
+    .bind(complete)
     .fetch_all(&mut *tx)
     .await
     .context("reading the triggers")?;

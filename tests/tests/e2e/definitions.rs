@@ -207,9 +207,23 @@ async fn an_installation_made_by_hand_exports_a_stable_valid_file() -> Result<()
     std::fs::write(&file, &first)?;
     let out = offline(&["validate", "-f", &file.display().to_string()])?;
     assert!(out.status.success(), "{out:?}\n{first}");
-    // Planned against the store it came from, the export changes nothing; a changed cron is
-    // one change, old → new, and planning it changes nothing in the store.
+    // Planned against the store it came from, the export changes no setting: it only takes
+    // over what was made by hand (each object's source). Applied, it changes nothing more; a
+    // changed cron is then one change, old → new, and planning it changes nothing in the store.
     let path = file.display().to_string();
+    let out = env.chime(&["plan", "-f", &path]).await?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let settings: Vec<&str> = said.lines().filter(|l| l.starts_with("    ")).collect();
+    assert!(
+        !settings.is_empty()
+            && settings
+                .iter()
+                .all(|l| *l == "    source: null → \"export.yaml\""),
+        "{said}"
+    );
+    let out = env.chime(&["apply", "-f", &path]).await?;
+    assert!(out.status.success(), "{out:?}");
     let out = env.chime(&["plan", "-f", &path]).await?;
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -187,6 +187,15 @@ async fn apply_plans_prunes_its_own_and_changes_nothing_on_an_error() -> Result<
         Some(0),
         "nothing left to change: {out:?}"
     );
+    // A trigger that has fired its last time is still the files' trigger: left as it is.
+    sqlx::query("UPDATE triggers SET state = 'complete' WHERE name = 'report-hourly'")
+        .execute(env.store.pool())
+        .await?;
+    let out = env.chime(&["apply", "-f", &chime, "--exit-code"]).await?;
+    assert_eq!(out.status.code(), Some(0), "a complete trigger: {out:?}");
+    sqlx::query("UPDATE triggers SET state = 'waiting' WHERE name = 'report-hourly'")
+        .execute(env.store.pool())
+        .await?;
 
     // Every change is in the audit trail with its source.
     let audited: i64 = sqlx::query_scalar(
@@ -235,7 +244,20 @@ async fn apply_plans_prunes_its_own_and_changes_nothing_on_an_error() -> Result<
     write(&root, "jobs.yaml", mine)?;
     let out = env.chime(&["apply", "-f", &chime]).await?;
     assert!(stdout(&out).starts_with("No changes"), "{out:?}");
+    // A trigger made by hand on the job would go with it: the prune refuses, naming it.
+    env.chime_ok(&[
+        "trigger", "create", "by-hand", "--job", "report", "--every", "1h",
+    ])
+    .await?;
     let out = env.chime(&["apply", "-f", &chime, "--prune"]).await?;
+    assert!(
+        !out.status.success() && stderr(&out).contains("default.by-hand"),
+        "{out:?}"
+    );
+    assert_eq!(jobs(&env).await?, ["load", "manual", "report"]);
+    let out = env
+        .chime(&["apply", "-f", &chime, "--prune", "--force"])
+        .await?;
     assert!(out.status.success(), "{out:?}");
     let said = stdout(&out);
     assert!(
