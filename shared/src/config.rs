@@ -155,6 +155,9 @@ pub struct WorkerSettings {
     pub take_submissions: bool,
     /// How many bytes of a task's output are kept (the tail).
     pub output_tail_bytes: usize,
+    /// The largest result a shell task may write to `$CHIME_RESULT_FILE` (default 1 MiB); a
+    /// larger one fails the attempt.
+    pub result_max_bytes: usize,
     /// How long a stopping worker waits for running tasks before it leaves them to recovery.
     pub shutdown_grace_ms: u64,
     /// How long each heartbeat holds the worker's lease (default 2500): a worker killed with -9
@@ -276,6 +279,7 @@ impl Settings {
             .set_default("worker.submit_batch", 500)?
             .set_default("worker.submit_batch_window_ms", 5)?
             .set_default("worker.output_tail_bytes", 64 * 1024)?
+            .set_default("worker.result_max_bytes", 1024 * 1024)?
             .set_default("worker.shutdown_grace_ms", 10_000)?
             .set_default("worker.lease_ms", 2_500)?
             .set_default("worker.default_user", "nobody")?

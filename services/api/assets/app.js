@@ -653,6 +653,10 @@ async function taskPage(main, rawId) {
           h("span", { class: "muted" }, ` on ${a.worker || "?"}, `, when(a.started_at), " → ", when(a.finished_at),
             a.exit_code !== null && a.exit_code !== undefined ? `, exit code ${a.exit_code}` : "")),
         a.error ? h("div", { class: "error" }, a.error) : "",
+        a.value !== undefined && a.value !== null
+          ? h("div", {}, h("span", { class: "muted" }, "result"),
+            h("pre", { class: "mono task-result" }, JSON.stringify(a.value, null, 2)))
+          : "",
         pre);
     });
     main.replaceChildren(

@@ -123,6 +123,11 @@ pub struct TaskResult {
     /// Why it failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The task's result value: the JSON a shell task wrote to `$CHIME_RESULT_FILE`, or an http
+    /// task's response body when it is JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub value: Option<serde_json::Value>,
 }
 
 /// The job a task belongs to, as shown with the task.
@@ -167,6 +172,10 @@ pub struct AttemptView {
     /// written so far (about once a second).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// Its result value (see [`TaskResult::value`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub value: Option<serde_json::Value>,
 }
 
 /// A task as the API returns it and `chime task show --json` prints it.

@@ -124,6 +124,7 @@ struct AttemptRow {
     exit_code: Option<i32>,
     error: Option<String>,
     output: Option<String>,
+    value: Option<Json<serde_json::Value>>,
 }
 
 impl AttemptRow {
@@ -140,6 +141,7 @@ impl AttemptRow {
             exit_code: self.exit_code,
             error: self.error,
             output: self.output,
+            value: self.value.map(|v| v.0),
         }
     }
 }
@@ -154,10 +156,11 @@ pub async fn get(store: &Store, id: Uuid) -> Result<TaskView, StoreError> {
     let row = row.ok_or(StoreError::TaskNotFound(id))?;
     // A running attempt has no row of its own until it prints or ends: the task's row is it.
     let attempts: Vec<AttemptRow> = sqlx::query_as(
-        "SELECT attempt, outcome, worker_name, started_at, finished_at, exit_code, error, output
+        "SELECT attempt, outcome, worker_name, started_at, finished_at, exit_code, error, output,
+                value
          FROM task_attempts WHERE task_id = $1
          UNION ALL
-         SELECT t.attempt, NULL, w.name, t.started_at, NULL, NULL, NULL, NULL
+         SELECT t.attempt, NULL, w.name, t.started_at, NULL, NULL, NULL, NULL, NULL
          FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id
          WHERE t.id = $1 AND t.status = 'running' AND t.started_at IS NOT NULL
            AND NOT EXISTS (SELECT 1 FROM task_attempts a

@@ -19,6 +19,7 @@ mod process;
 mod quartz_import;
 mod quartz_import_refusals;
 mod quartz_xml;
+mod results;
 mod retention;
 mod scale;
 mod schedule;

@@ -308,6 +308,9 @@ pub async fn show(client: &ApiClient, id: uuid::Uuid, json: bool) -> Result<()> 
     if let Some(result) = &task.result {
         field("exit code", opt(result.exit_code));
         field("error", opt(result.error.as_deref()));
+        if let Some(value) = &result.value {
+            field("result", value.to_string());
+        }
         if !result.output.is_empty() {
             println!("output:");
             for line in result.output.lines() {

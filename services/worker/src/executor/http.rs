@@ -67,6 +67,8 @@ pub async fn run(
             reason: "error",
         },
         Ok((status, _)) if spec.is_expected(status.as_u16()) => AttemptEnd::Succeeded(TaskResult {
+            // A body that is JSON (and whole: the output keeps only its tail) is the result.
+            value: serde_json::from_str(output.trim()).ok(),
             output,
             ..TaskResult::default()
         }),

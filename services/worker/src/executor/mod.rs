@@ -145,6 +145,7 @@ impl Attempt {
 #[derive(Debug, Clone)]
 pub struct Executors {
     output_tail_bytes: usize,
+    result_max_bytes: usize,
     templates: BTreeMap<String, CommandTemplate>,
     http: reqwest::Client,
     http_policy: Arc<http_policy::HttpPolicy>,
@@ -179,6 +180,7 @@ impl Executors {
         let sandbox = sandbox::Sandbox::create().map_err(crate::WorkerError::Guard)?;
         Ok(Self {
             output_tail_bytes: settings.output_tail_bytes,
+            result_max_bytes: settings.result_max_bytes,
             templates,
             http,
             http_policy: policy,
@@ -260,7 +262,15 @@ impl Executors {
                 };
             }
         };
-        shell::run(spec, user, &self.env, &self.sandbox, attempt).await
+        shell::run(
+            spec,
+            user,
+            &self.env,
+            &self.sandbox,
+            attempt,
+            self.result_max_bytes,
+        )
+        .await
     }
 }
 

@@ -3,7 +3,8 @@
 //! A command gets a clean environment ([`TaskEnv`]): PATH, LANG, HOME, USER and LOGNAME of the
 //! user it runs as, the worker's `pass_env` variables, the task's own `env`, and CHIME_TASK_ID,
 //! CHIME_ATTEMPT, CHIME_DATA_TIME and CHIME_DATA (or CHIME_DATA_FILE, a private file, when the
-//! data is too large for a variable). Never the worker's own settings or secrets.
+//! data is too large for a variable), and CHIME_RESULT_FILE, an empty file only it may write,
+//! where it may leave its result as JSON. Never the worker's own settings or secrets.
 //!
 //! stdout and stderr share one pipe, read into one bounded tail in the order written. When the
 //! command ends, or on timeout or cancellation, whatever is left of it is killed — its attempt's
@@ -12,7 +13,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -105,13 +106,63 @@ fn write_data_file(
     Ok(guard)
 }
 
-/// Runs the command as `user` to its end or its interruption.
+/// Makes the attempt's empty result file (CHIME_RESULT_FILE), writable by `user` only, in the
+/// worker's data directory: the command cannot put anything else in that directory's place.
+fn make_result_file(attempt: &Attempt, user: &RunAs, dir: &Path) -> std::io::Result<DataFile> {
+    let path = dir.join(format!(
+        "chime-result-{}-{}-{}.json",
+        attempt.message.task_id,
+        attempt.message.attempt,
+        uuid::Uuid::now_v7().simple()
+    ));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    let guard = DataFile(path);
+    if user.switch {
+        std::os::unix::fs::fchown(&file, Some(user.uid.as_raw()), Some(user.gid.as_raw()))?;
+    }
+    Ok(guard)
+}
+
+/// The result the command left: None when it wrote nothing; an error naming the limit or the
+/// JSON's fault. Read through no symlink, and no further than the limit.
+fn read_result(path: &Path, max: usize) -> Result<Option<serde_json::Value>, String> {
+    use std::io::Read as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("cannot read the result file ($CHIME_RESULT_FILE): {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the result file ($CHIME_RESULT_FILE): {e}"))?;
+    if bytes.len() > max {
+        return Err(format!(
+            "the result file ($CHIME_RESULT_FILE) holds more than {max} bytes, the limit \
+             (worker.result_max_bytes)"
+        ));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| format!("the result file ($CHIME_RESULT_FILE) is not JSON: {e}"))
+}
+
+/// Runs the command as `user` to its end or its interruption; its result file holds at most
+/// `result_max` bytes.
 pub async fn run(
     spec: ShellSpec,
     user: RunAs,
     env: &TaskEnv,
     sandbox: &Sandbox,
     attempt: &Attempt,
+    result_max: usize,
 ) -> AttemptEnd {
     let mut command = match &spec.command {
         ShellCommand::Argv(argv) => {
@@ -158,6 +209,21 @@ pub async fn run(
     } else {
         command.env("CHIME_DATA", data);
         None
+    };
+    let result_file = match make_result_file(attempt, &user, sandbox.data_dir()) {
+        Ok(file) => {
+            command.env("CHIME_RESULT_FILE", &file.0);
+            file
+        }
+        Err(error) => {
+            return AttemptEnd::Failed {
+                result: TaskResult {
+                    error: Some(format!("cannot make the task's result file: {error}")),
+                    ..TaskResult::default()
+                },
+                reason: "error",
+            };
+        }
     };
     // The command dies with its worker: a worker killed with -9 must not leave its attempt
     // running beside the re-run that recovery starts. (Set after the credentials change, which
@@ -313,13 +379,25 @@ pub async fn run(
         Ok(Ok(status)) => {
             use std::os::unix::process::ExitStatusExt;
             let exit_code = status.code();
+            // What a failed command left is kept when it reads; a succeeded one's must.
+            let value = read_result(&result_file.0, result_max);
             let result = TaskResult {
                 exit_code,
                 output,
                 error: None,
+                value: value.clone().ok().flatten(),
             };
             match (exit_code, status.signal()) {
-                (Some(0), _) => AttemptEnd::Succeeded(result),
+                (Some(0), _) => match value {
+                    Ok(_) => AttemptEnd::Succeeded(result),
+                    Err(why) => AttemptEnd::Failed {
+                        result: TaskResult {
+                            error: Some(why),
+                            ..result
+                        },
+                        reason: "failed",
+                    },
+                },
                 (Some(EX_TEMPFAIL), _) => AttemptEnd::Rejected {
                     result: TaskResult {
                         error: Some("the command exited 75 (EX_TEMPFAIL): try later".into()),

@@ -78,7 +78,28 @@ fn storable(mut result: TaskResult) -> TaskResult {
     if let Some(error) = result.error.as_mut().filter(|e| e.contains('\0')) {
         *error = error.replace('\0', "\u{FFFD}");
     }
+    if let Some(value) = result.value.as_mut() {
+        without_nul(value);
+    }
     result
+}
+
+/// Every NUL in `value`'s strings and keys as U+FFFD (a task's result is its own JSON).
+fn without_nul(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) if text.contains('\0') => *text = text.replace('\0', "\u{FFFD}"),
+        Value::Array(items) => items.iter_mut().for_each(without_nul),
+        Value::Object(fields) if fields.keys().any(|k| k.contains('\0')) => {
+            let taken = std::mem::take(fields);
+            for (key, mut item) in taken {
+                without_nul(&mut item);
+                fields.insert(key.replace('\0', "\u{FFFD}"), item);
+            }
+        }
+        Value::Object(fields) => fields.values_mut().for_each(without_nul),
+        _ => {}
+    }
 }
 
 /// What every recorded end of an attempt also writes, after a CTE `done` that moved its tasks
@@ -94,14 +115,15 @@ macro_rules! attempt_end_effects {
             -- The attempt's one row, written now; it exists already only if the attempt printed
             -- while it ran (attempt_output::record_running).
             INSERT INTO task_attempts AS a (task_id, attempt, worker_id, worker_name, started_at,
-                                            outcome, finished_at, exit_code, error, output)
+                                            outcome, finished_at, exit_code, error, output,
+                                            value)
             SELECT id, attempt, $9, $11, coalesce(started_at, at), outcome, at, exit_code,
-                   error, result->>'output'
+                   error, result->>'output', result->'value'
             FROM done
             ON CONFLICT (task_id, attempt) DO UPDATE SET
                 outcome = excluded.outcome, finished_at = excluded.finished_at,
                 exit_code = excluded.exit_code, error = excluded.error,
-                output = coalesce(excluded.output, a.output)
+                output = coalesce(excluded.output, a.output), value = excluded.value
         ), unblocked AS (
             -- a job that allows one task at a time may fire again once its task has ended
             UPDATE triggers SET state = 'waiting'
