@@ -16,6 +16,11 @@
 //!   the database is away ──▶ nothing acked; tried again until it commits (or, draining, requeued)
 //! ```
 //!
+//! A submission with `reply_to` is answered (before it is acked, so a worker that dies first
+//! leaves it to be redelivered and answered again): `{"id", "created": true|false}` once it is
+//! recorded (`false`: its id was recorded before, by an earlier copy), or `{"id", "refused":
+//! "<the dead letter's reason>"}`, with the request's `correlation_id`.
+//!
 //! A submission's id (its `id`, or the AMQP `message_id`) makes a redelivered or re-published
 //! submission one task, also when both copies land in one batch. Every worker consumes
 //! submissions, so adding workers adds submission consumers.
@@ -79,7 +84,7 @@ pub async fn handle_batch(
                 user_id,
             }),
             Err(reason) => {
-                settled.0 &= dead_letter_and_ack(worker, &channel, queue, delivery, &reason).await;
+                refuse(worker, &channel, queue, delivery, None, &reason, settled).await;
             }
         }
     }
@@ -165,9 +170,17 @@ async fn record(
         {
             Ok(()) => admitted.push(submission),
             Err(Ok(refusal)) => {
-                settled.0 &=
-                    dead_letter_and_ack(worker, channel, queue, submission.delivery, &refusal)
-                        .await;
+                let id = submission.task.id;
+                refuse(
+                    worker,
+                    channel,
+                    queue,
+                    submission.delivery,
+                    id,
+                    &refusal,
+                    settled,
+                )
+                .await;
             }
             Err(Err(error)) => {
                 pending.append(&mut admitted);
@@ -186,8 +199,17 @@ async fn record(
             Ok(group) => routed.push((submission, group)),
             Err(refusal) => {
                 let reason = with_id_note(refusal.to_string(), &submission.task);
-                settled.0 &=
-                    dead_letter_and_ack(worker, channel, queue, submission.delivery, &reason).await;
+                let id = submission.task.id;
+                refuse(
+                    worker,
+                    channel,
+                    queue,
+                    submission.delivery,
+                    id,
+                    &reason,
+                    settled,
+                )
+                .await;
             }
         }
     }
@@ -240,6 +262,16 @@ async fn record(
             worker.run_taken(message, slot);
         }
     }
+    // Answered before acked: a worker that dies between the two leaves the submission to be
+    // delivered and answered again.
+    for ((submission, _), told) in routed.iter().zip(&submitted) {
+        answer(
+            channel,
+            &submission.delivery,
+            serde_json::json!({"id": told.id, "created": told.created}),
+        )
+        .await;
+    }
     // Every delivery of the batch before its last is routed or settled by now, and so is every
     // earlier one of the channel, unless one could not be dead-lettered.
     let last = routed
@@ -271,17 +303,29 @@ async fn record_each(
     while let Some((submission, group)) = items.next() {
         let one = [(&submission.task, group.as_str())];
         match task_lifecycle::submit_routed(&worker.store, worker.topology(), &one).await {
-            Ok(_) => {
+            Ok(told) => {
                 metrics::counter!("chime_worker_submissions_total").increment(1);
+                if let Some(told) = told.first() {
+                    answer(
+                        channel,
+                        &submission.delivery,
+                        serde_json::json!({"id": told.id, "created": told.created}),
+                    )
+                    .await;
+                }
                 ack(&submission.delivery).await;
             }
             Err(error) if error.is_refused_data() => {
-                settled.0 &= dead_letter_and_ack(
+                let id = submission.task.id;
+                let reason = error.to_string();
+                refuse(
                     worker,
                     channel,
                     queue,
                     submission.delivery,
-                    &error.to_string(),
+                    id,
+                    &reason,
+                    settled,
                 )
                 .await;
             }
@@ -293,6 +337,57 @@ async fn record_each(
         }
     }
     Ok(())
+}
+
+/// Dead-letters a refused submission (and acks it), answering its publisher first if it asked.
+async fn refuse(
+    worker: &Worker,
+    channel: &Channel,
+    queue: &str,
+    delivery: Delivery,
+    id: Option<uuid::Uuid>,
+    reason: &str,
+    settled: &mut Settled,
+) {
+    // An id the body did not give (or that did not decode) may be in the message_id.
+    let id = id.map(|id| id.to_string()).or_else(|| {
+        delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|id| id.as_str().to_string())
+    });
+    answer(
+        channel,
+        &delivery,
+        serde_json::json!({"id": id, "refused": reason}),
+    )
+    .await;
+    settled.0 &= dead_letter_and_ack(worker, channel, queue, delivery, reason).await;
+}
+
+/// Sends `body` to the submission's `reply_to`, if it has one; a reply that cannot be sent is
+/// logged (the publisher's wait ends in its own timeout).
+async fn answer(channel: &Channel, delivery: &Delivery, body: serde_json::Value) {
+    let Some(reply_to) = delivery.properties.reply_to().as_ref() else {
+        return;
+    };
+    let correlation_id = delivery
+        .properties
+        .correlation_id()
+        .as_ref()
+        .map(|id| id.as_str());
+    let bytes = body.to_string();
+    if let Err(error) = chime_core::bus::publish::reply(
+        channel,
+        reply_to.as_str(),
+        correlation_id,
+        bytes.as_bytes(),
+    )
+    .await
+    {
+        debug!(%error, reply_to = reply_to.as_str(), "cannot answer a submission");
+    }
 }
 
 /// Says, in a refusal's dead-letter reason, that a submission without an id makes a new task each

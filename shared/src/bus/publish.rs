@@ -120,6 +120,36 @@ pub fn check_confirmation(
     }
 }
 
+/// Answers a message whose publisher asked for it (`reply_to`, the AMQP RPC pattern; RabbitMQ's
+/// direct reply-to `amq.rabbitmq.reply-to.*` included): `body` to that queue through the default
+/// exchange, with the request's `correlation_id`. Transient and not mandatory: a reply queue
+/// that is gone (its publisher left) drops the answer, as it should. The channel must be in
+/// confirm mode.
+pub async fn reply(
+    channel: &Channel,
+    reply_to: &str,
+    correlation_id: Option<&str>,
+    body: &[u8],
+) -> Result<(), BusError> {
+    let mut properties = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_delivery_mode(1);
+    if let Some(id) = correlation_id {
+        properties = properties.with_correlation_id(id.into());
+    }
+    let confirm = channel
+        .basic_publish(
+            "".into(),
+            reply_to.into(),
+            BasicPublishOptions::default(),
+            body,
+            properties,
+        )
+        .await?
+        .await?;
+    check_confirmation(confirm, "", reply_to)
+}
+
 /// Sends a message that cannot be used to the dead-letter exchange, with the reason and where it
 /// came from in its headers. The caller acks the original afterwards.
 pub async fn dead_letter(

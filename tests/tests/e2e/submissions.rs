@@ -928,3 +928,88 @@ async fn stop_start_and_publish_at_once_makes_every_id_one_task_every_round() ->
     }
     Ok(())
 }
+
+/// A submission with `reply_to` is answered with the request's `correlation_id`: `created` once
+/// recorded (`false` for the same id again), or `refused` with the dead letter's reason (an
+/// unknown kind named). Through RabbitMQ's direct reply-to, as an RPC client does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submissions_with_reply_to_are_answered() -> Result<()> {
+    use futures::StreamExt as _;
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    let queue = SubmitQueue::open(&env).await?;
+    let mut replies = queue
+        .channel
+        .basic_consume(
+            "amq.rabbitmq.reply-to".into(),
+            "replies".into(),
+            lapin::options::BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let submit = queue.topology.submit_exchange();
+    let ask = |body: Vec<u8>, correlation: &'static str| {
+        let (channel, submit) = (queue.channel.clone(), submit.clone());
+        async move {
+            channel
+                .basic_publish(
+                    submit.as_str().into(),
+                    submit.as_str().into(),
+                    lapin::options::BasicPublishOptions::default(),
+                    &body,
+                    lapin::BasicProperties::default()
+                        .with_reply_to("amq.rabbitmq.reply-to".into())
+                        .with_correlation_id(correlation.into()),
+                )
+                .await?
+                .await?;
+            anyhow::Ok(())
+        }
+    };
+    let mut answer = async || -> Result<(String, Value)> {
+        let delivery = tokio::time::timeout(std::time::Duration::from_secs(30), replies.next())
+            .await
+            .context("no reply within 30 s")?
+            .context("the reply consumer ended")??;
+        let correlation = delivery
+            .properties
+            .correlation_id()
+            .as_ref()
+            .map(|c| c.as_str().to_string())
+            .unwrap_or_default();
+        Ok((correlation, serde_json::from_slice(&delivery.data)?))
+    };
+    let id = Uuid::now_v7();
+    ask(noop(id), "first").await?;
+    assert_eq!(
+        answer().await?,
+        ("first".into(), json!({"id": id, "created": true}))
+    );
+    ask(noop(id), "again").await?;
+    assert_eq!(
+        answer().await?,
+        ("again".into(), json!({"id": id, "created": false}))
+    );
+    let refused = Uuid::now_v7();
+    let teleport = SubmitMessage(NewTask {
+        id: Some(refused),
+        kind: "teleport".into(),
+        ..NewTask::default()
+    })
+    .encode();
+    ask(teleport, "unknown").await?;
+    let (correlation, body) = answer().await?;
+    assert_eq!(correlation, "unknown");
+    assert_eq!(body["id"], json!(refused));
+    assert!(
+        body["refused"]
+            .as_str()
+            .is_some_and(|r| r.contains("teleport")),
+        "{body}"
+    );
+    queue.close().await;
+    env.cleanup().await
+}
