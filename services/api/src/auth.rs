@@ -125,7 +125,7 @@ pub fn required_role(method: &Method, path: &str) -> Role {
         )
     };
     match segments.as_slice() {
-        ["schedule", "preview"] | ["definitions", "plan"] => Role::Read,
+        ["schedule", "preview"] | ["definitions", "plan"] | ["tasks", "wait"] => Role::Read,
         ["tasks"] | ["tasks", "batch"] => Role::Operate,
         ["tasks", _, action]
         | ["workers", _, action]
@@ -150,6 +150,7 @@ fn audited(method: &Method, path: &str) -> bool {
         && path != "/api/v1/tasks/batch"
         && path != "/api/v1/schedule/preview"
         && path != "/api/v1/definitions/plan"
+        && path != "/api/v1/tasks/wait"
 }
 
 fn unauthorized(message: &str) -> Response {
@@ -356,6 +357,7 @@ mod tests {
         assert_eq!(required_role(&Method::GET, "/api/v1/tokens"), Role::Admin);
         assert_eq!(required_role(&post, "/api/v1/tasks"), Role::Operate);
         assert_eq!(required_role(&post, "/api/v1/tasks/batch"), Role::Operate);
+        assert_eq!(required_role(&post, "/api/v1/tasks/wait"), Role::Read);
         assert_eq!(required_role(&post, "/api/v1/tasks/x/kill"), Role::Operate);
         assert_eq!(required_role(&post, "/api/v1/jobs/g/n/run"), Role::Operate);
         assert_eq!(

@@ -98,7 +98,20 @@ async fn poll(inner: Arc<Inner>) {
     let ended: Ended = Arc::default();
     let stop = CancellationToken::new();
     let _stop_listening = stop.clone().drop_guard();
-    tokio::spawn(listen_for_ends(inner.broker.clone(), ended.clone(), stop));
+    let noted = ended.clone();
+    tokio::spawn(listen_for_ends(
+        inner.broker.clone(),
+        move |task| {
+            if let Ok(mut ended) = noted.lock() {
+                if ended.ids.len() < MAX_CHANGES {
+                    ended.ids.insert(task);
+                } else {
+                    ended.overflowed = true;
+                }
+            }
+        },
+        stop,
+    ));
     let mut first = true;
     loop {
         // The first look is at once: it is the starting point new subscribers' pages are
@@ -164,9 +177,9 @@ struct EndedTasks {
     overflowed: bool,
 }
 
-/// Collects the ids of the task events published to `<prefix>.events`, on a queue that lives as
-/// long as this listener, until `stop`; reconnects when the broker comes back.
-async fn listen_for_ends(broker: Broker, ended: Ended, stop: CancellationToken) {
+/// Hands `moved` the task id of each task event published to `<prefix>.events`, on a queue that
+/// lives as long as this listener, until `stop`; reconnects when the broker comes back.
+pub(crate) async fn listen_for_ends(broker: Broker, moved: impl Fn(Uuid), stop: CancellationToken) {
     while let Some(conn) = broker.connection(&stop).await {
         let consumer = async {
             let channel = conn.create_channel().await?;
@@ -233,12 +246,8 @@ async fn listen_for_ends(broker: Broker, ended: Ended, stop: CancellationToken) 
             let task = serde_json::from_slice::<serde_json::Value>(&delivery.data)
                 .ok()
                 .and_then(|event| event.get("task_id")?.as_str()?.parse::<Uuid>().ok());
-            if let (Some(task), Ok(mut ended)) = (task, ended.lock()) {
-                if ended.ids.len() < MAX_CHANGES {
-                    ended.ids.insert(task);
-                } else {
-                    ended.overflowed = true;
-                }
+            if let Some(task) = task {
+                moved(task);
             }
         }
     }

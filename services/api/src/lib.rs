@@ -14,6 +14,7 @@ pub mod limits;
 pub mod routes;
 pub mod state;
 pub mod submissions;
+pub mod task_waits;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
@@ -97,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(routes::tasks::get_task))
         .routes(routes!(routes::logs::task_logs))
         .routes(routes!(events::task_events))
+        .routes(routes!(task_waits::wait_tasks))
         .routes(routes!(routes::overview::overview))
         .routes(routes!(routes::overview::dependency_grid))
         .routes(routes!(routes::backfills::list_backfills))
@@ -294,6 +296,7 @@ pub fn state(node: &Node, listener: &TcpListener) -> AppState {
             node.local_worker.clone(),
         ),
         events: events::TaskEvents::new(node.store.clone(), node.broker.clone()),
+        ends: task_waits::TaskEnds::new(node.broker.clone()),
         streams: Default::default(),
         batch_bytes: Default::default(),
         shutdown: CancellationToken::new(),

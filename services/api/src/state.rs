@@ -27,6 +27,8 @@ pub struct AppState {
     pub submissions: crate::submissions::Submissions,
     /// Live task changes for the dashboard.
     pub events: crate::events::TaskEvents,
+    /// Task events as they arrive, for clients waiting for tasks to end.
+    pub ends: crate::task_waits::TaskEnds,
     /// The streams open (event feeds, followed logs), bounded in all and per token.
     pub streams: std::sync::Arc<crate::limits::StreamSlots>,
     /// The bytes of batch bodies in flight, bounded.

@@ -26,5 +26,6 @@ mod schedule;
 mod security;
 mod submissions;
 mod triggers;
+mod waits;
 mod worker;
 mod worker_process;
