@@ -110,6 +110,8 @@ async fn poll(inner: Arc<Inner>) {
                 }
             }
         },
+        // The poller looks every second whatever the events say.
+        |_| {},
         stop,
     ));
     let mut first = true;
@@ -179,7 +181,14 @@ struct EndedTasks {
 
 /// Hands `moved` the task id of each task event published to `<prefix>.events`, on a queue that
 /// lives as long as this listener, until `stop`; reconnects when the broker comes back.
-pub(crate) async fn listen_for_ends(broker: Broker, moved: impl Fn(Uuid), stop: CancellationToken) {
+/// `listening` hears when the queue is bound (true: every event from then on arrives) and when
+/// its connection is lost (false).
+pub(crate) async fn listen_for_ends(
+    broker: Broker,
+    moved: impl Fn(Uuid),
+    listening: impl Fn(bool),
+    stop: CancellationToken,
+) {
     while let Some(conn) = broker.connection(&stop).await {
         let consumer = async {
             let channel = conn.create_channel().await?;
@@ -225,7 +234,10 @@ pub(crate) async fn listen_for_ends(broker: Broker, moved: impl Fn(Uuid), stop: 
         let mut consumer = tokio::select! {
             _ = stop.cancelled() => return,
             consumer = consumer => match consumer {
-                Ok(consumer) => consumer,
+                Ok(consumer) => {
+                    listening(true);
+                    consumer
+                }
                 Err(error) => {
                     debug!(%error, "cannot listen to task events; polling only");
                     tokio::select! {
@@ -241,6 +253,7 @@ pub(crate) async fn listen_for_ends(broker: Broker, moved: impl Fn(Uuid), stop: 
                 delivery = consumer.next() => delivery,
             };
             let Some(Ok(delivery)) = delivery else {
+                listening(false);
                 break;
             };
             let task = serde_json::from_slice::<serde_json::Value>(&delivery.data)

@@ -27,7 +27,7 @@ use chime_core::bus::Broker;
 use chime_core::store::{Store, tasks};
 use futures::Stream;
 use serde::Deserialize;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span};
 use utoipa::ToSchema;
@@ -39,6 +39,12 @@ use crate::state::AppState;
 
 /// How often the tasks still waited for are read, events or not.
 const RECHECK: Duration = Duration::from_secs(2);
+/// How long the listener outlives its last waiter: a client waiting for one task after another
+/// finds it bound already.
+const IDLE: Duration = Duration::from_secs(30);
+/// How long a new wait waits for the listener to be bound before its first read (an end
+/// committed after that read is then sure to be heard; past this, the rechecks cover it).
+const BIND_WAIT: Duration = Duration::from_secs(2);
 /// The most tasks one stream waits for.
 pub const MAX_WAITED: usize = 10_000;
 
@@ -61,6 +67,8 @@ struct Inner {
     broker: Broker,
     sender: broadcast::Sender<Uuid>,
     listening: AtomicBool,
+    /// Whether the listener's queue is bound now.
+    bound: watch::Sender<bool>,
 }
 
 impl TaskEnds {
@@ -72,44 +80,63 @@ impl TaskEnds {
                 broker,
                 sender,
                 listening: AtomicBool::new(false),
+                bound: watch::Sender::new(false),
             }),
         }
     }
 
-    /// Receives every task id whose event arrives from now on; starts the listener if needed.
-    fn subscribe(&self) -> broadcast::Receiver<Uuid> {
+    /// Receives every task id whose event arrives from now on, and whether the listener is
+    /// bound; starts the listener if needed.
+    fn subscribe(&self) -> (broadcast::Receiver<Uuid>, watch::Receiver<bool>) {
         let receiver = self.inner.sender.subscribe();
+        let bound = self.inner.bound.subscribe();
         if !self.inner.listening.swap(true, Ordering::AcqRel) {
             let inner = self.inner.clone();
             tokio::spawn(listen(inner).instrument(info_span!("task_waits")));
         }
-        receiver
+        (receiver, bound)
     }
 }
 
-/// Listens while anyone waits (looked at every second), then stops.
+/// Listens while anyone waits, and for [`IDLE`] after the last one, then stops.
 async fn listen(inner: Arc<Inner>) {
     let stop = CancellationToken::new();
     let sender = inner.sender.clone();
+    let bound = inner.bound.clone();
     let listener = tokio::spawn(crate::events::listen_for_ends(
         inner.broker.clone(),
         move |task| {
             let _ = sender.send(task);
         },
+        move |listening| {
+            bound.send_replace(listening);
+        },
         stop.clone(),
     ));
+    let mut idle_since: Option<tokio::time::Instant> = None;
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        if inner.sender.receiver_count() == 0 {
-            inner.listening.store(false, Ordering::Release);
-            // Someone may have subscribed between the count and the store: take it back.
-            if inner.sender.receiver_count() == 0 || inner.listening.swap(true, Ordering::AcqRel) {
-                break;
-            }
+        if inner.sender.receiver_count() > 0 {
+            idle_since = None;
+            continue;
         }
+        if idle_since
+            .get_or_insert_with(tokio::time::Instant::now)
+            .elapsed()
+            < IDLE
+        {
+            continue;
+        }
+        inner.listening.store(false, Ordering::Release);
+        // Someone may have subscribed between the count and the store: take it back.
+        if inner.sender.receiver_count() == 0 || inner.listening.swap(true, Ordering::AcqRel) {
+            break;
+        }
+        idle_since = None;
     }
     stop.cancel();
     let _ = listener.await;
+    inner.bound.send_replace(false);
 }
 
 /// Streams the ends of the given tasks as they come, then `done`.
@@ -137,7 +164,7 @@ pub async fn wait_tasks(
         .take(&caller.0.name)
         .map_err(IntoResponse::into_response)?;
     // Subscribed before the first read: an end between the two is in the feed.
-    let ends = state.ends.subscribe();
+    let (ends, bound) = state.ends.subscribe();
     let (events, received) = mpsc::channel(64);
     let pending: HashSet<Uuid> = request.ids.into_iter().collect();
     tokio::spawn(
@@ -145,6 +172,7 @@ pub async fn wait_tasks(
             state.store.clone(),
             pending,
             ends,
+            bound,
             events,
             state.shutdown.clone(),
         )
@@ -163,9 +191,12 @@ async fn follow(
     store: Store,
     mut pending: HashSet<Uuid>,
     mut ends: broadcast::Receiver<Uuid>,
+    mut bound: watch::Receiver<bool>,
     events: mpsc::Sender<Event>,
     shutdown: CancellationToken,
 ) {
+    // The first read once the listener hears every event: an end after it is then heard.
+    let _ = tokio::time::timeout(BIND_WAIT, bound.wait_for(|bound| *bound)).await;
     let mut first = true;
     let mut recheck = tokio::time::interval(RECHECK);
     recheck.tick().await;
