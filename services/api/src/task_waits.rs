@@ -67,8 +67,9 @@ struct Inner {
     broker: Broker,
     sender: broadcast::Sender<Uuid>,
     listening: AtomicBool,
-    /// Whether the listener's queue is bound now.
-    bound: watch::Sender<bool>,
+    /// Whether the running listener's queue is bound now: one channel per run, so that a run
+    /// that is stopping cannot say "unbound" over the one that replaced it.
+    bound: std::sync::Mutex<watch::Sender<bool>>,
 }
 
 impl TaskEnds {
@@ -80,7 +81,7 @@ impl TaskEnds {
                 broker,
                 sender,
                 listening: AtomicBool::new(false),
-                bound: watch::Sender::new(false),
+                bound: std::sync::Mutex::new(watch::Sender::new(false)),
             }),
         }
     }
@@ -89,20 +90,27 @@ impl TaskEnds {
     /// bound; starts the listener if needed.
     fn subscribe(&self) -> (broadcast::Receiver<Uuid>, watch::Receiver<bool>) {
         let receiver = self.inner.sender.subscribe();
-        let bound = self.inner.bound.subscribe();
         if !self.inner.listening.swap(true, Ordering::AcqRel) {
+            let run = watch::Sender::new(false);
+            if let Ok(mut bound) = self.inner.bound.lock() {
+                *bound = run.clone();
+            }
             let inner = self.inner.clone();
-            tokio::spawn(listen(inner).instrument(info_span!("task_waits")));
+            tokio::spawn(listen(inner, run).instrument(info_span!("task_waits")));
         }
+        let bound = match self.inner.bound.lock() {
+            Ok(bound) => bound.subscribe(),
+            // Never poisoned (nothing panics holding it); if it were, the rechecks cover.
+            Err(_) => watch::Sender::new(false).subscribe(),
+        };
         (receiver, bound)
     }
 }
 
 /// Listens while anyone waits, and for [`IDLE`] after the last one, then stops.
-async fn listen(inner: Arc<Inner>) {
+async fn listen(inner: Arc<Inner>, bound: watch::Sender<bool>) {
     let stop = CancellationToken::new();
     let sender = inner.sender.clone();
-    let bound = inner.bound.clone();
     let listener = tokio::spawn(crate::events::listen_for_ends(
         inner.broker.clone(),
         move |task| {
@@ -136,7 +144,6 @@ async fn listen(inner: Arc<Inner>) {
     }
     stop.cancel();
     let _ = listener.await;
-    inner.bound.send_replace(false);
 }
 
 /// Streams the ends of the given tasks as they come, then `done`.

@@ -16,7 +16,9 @@
 //!   the database is away ──▶ nothing acked; tried again until it commits (or, draining, requeued)
 //! ```
 //!
-//! A submission with `reply_to` is answered (before it is acked, so a worker that dies first
+//! A submission with `reply_to` (RabbitMQ's direct reply-to, `amq.rabbitmq.reply-to`; a publish
+//! to it needs write on the default exchange, `amq.default`) is answered (before it is acked, so
+//! a worker that dies first
 //! leaves it to be redelivered and answered again): `{"id", "created": true|false}` once it is
 //! recorded (`false`: its id was recorded before, by an earlier copy), or `{"id", "refused":
 //! "<the dead letter's reason>"}`, with the request's `correlation_id`.
@@ -366,12 +368,25 @@ async fn refuse(
     settled.0 &= dead_letter_and_ack(worker, channel, queue, delivery, reason).await;
 }
 
-/// Sends `body` to the submission's `reply_to`, if it has one; a reply that cannot be sent is
-/// logged (the publisher's wait ends in its own timeout).
+/// The `reply_to` a submission may ask an answer at: RabbitMQ's direct reply-to only. Any other
+/// queue name would let a publisher have workers write into queues it may not (a group's task
+/// queue), and needs write permissions on them.
+const DIRECT_REPLY_TO: &str = "amq.rabbitmq.reply-to";
+
+/// Sends `body` to the submission's `reply_to`, if it has one and it is RabbitMQ's direct
+/// reply-to; a reply that cannot be sent is logged (the publisher's wait ends in its own
+/// timeout).
 async fn answer(channel: &Channel, delivery: &Delivery, body: serde_json::Value) {
     let Some(reply_to) = delivery.properties.reply_to().as_ref() else {
         return;
     };
+    if !reply_to.as_str().starts_with(DIRECT_REPLY_TO) {
+        debug!(
+            reply_to = reply_to.as_str(),
+            "not answering a submission: reply_to is not amq.rabbitmq.reply-to"
+        );
+        return;
+    }
     let correlation_id = delivery
         .properties
         .correlation_id()

@@ -333,6 +333,8 @@ async fn a_task_sees_no_secret_of_its_worker_and_is_not_root() -> Result<()> {
         "CHIME_ATTEMPT",
         "CHIME_DATA",
         "CHIME_DATA_TIME",
+        // The file the task may write its result to (its own, removed after the attempt).
+        "CHIME_RESULT_FILE",
     ];
     let names: Vec<&str> = output
         .lines()

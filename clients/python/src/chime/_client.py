@@ -39,6 +39,8 @@ BATCH = 500
 WAIT_CHUNK = 5000
 #: How long a broken wait stream pauses before it reconnects.
 RECONNECT_PAUSE = 0.5
+#: The answers to a wait that are asked again rather than raised.
+RETRIED = frozenset({429, 502, 503, 504})
 
 
 def _task_body(
@@ -84,6 +86,8 @@ def _task_body(
         "execute_user": execute_user,
     }
     body.update({key: value for key, value in optional.items() if value is not None})
+    # An id of the client's own: a submission retried after a lost answer is one task.
+    body.setdefault("id", str(uuid.uuid4()))
     return body
 
 
@@ -108,10 +112,11 @@ def _outcome(result: Result, raise_on_failure: bool) -> Result:
     return result
 
 
-def _read_timeout(left: Optional[float]) -> Optional[float]:
-    """A wait's read timeout: shorter than the API's keep-alive (15 s), so that a deadline is
-    met even while keep-alives arrive; none without a deadline."""
-    return None if left is None else max(0.001, min(left, 10.0))
+def _read_timeout(left: Optional[float]) -> float:
+    """A wait's read timeout. With a deadline, shorter than the API's keep-alive (15 s), so that
+    the deadline is met even while keep-alives arrive; without one, three keep-alives, so that
+    a connection gone half-open is noticed and the stream asked for again."""
+    return 45.0 if left is None else max(0.001, min(left, 10.0))
 
 
 def _id(task: Any) -> str:
@@ -195,6 +200,10 @@ class Task:
                     pending += event.json().get("text", "")
                     *lines, pending = pending.split("\n")
                     yield from lines
+                elif event.event == "attempt" and pending:
+                    # A new attempt: the last one's unfinished line ends here.
+                    yield pending
+                    pending = ""
                 elif event.event == "end":
                     break
         if pending:
@@ -291,15 +300,19 @@ class Client:
         unless ``raise_on_failure=False``."""
         ids = [t.id if isinstance(t, Task) else _id(t) for t in tasks]
         ended: Dict[str, Result] = {}
+        deadline = None if timeout is None else time.monotonic() + timeout
         for start in range(0, len(ids), WAIT_CHUNK):
-            ended.update(self._wait(ids[start : start + WAIT_CHUNK], timeout))
+            ended.update(self._wait(ids[start : start + WAIT_CHUNK], timeout, deadline))
         results = [ended[i] for i in ids]
         for result in results:
             _outcome(result, raise_on_failure)
         return results
 
-    def _wait(self, ids: Sequence[str], timeout: Optional[float]) -> Dict[str, Result]:
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def _wait(
+        self, ids: Sequence[str], timeout: Optional[float], deadline: Optional[float] = None
+    ) -> Dict[str, Result]:
+        if deadline is None and timeout is not None:
+            deadline = time.monotonic() + timeout
         pending = set(ids)
         ended: Dict[str, Result] = {}
         while pending:
@@ -314,8 +327,9 @@ class Client:
                     json={"ids": sorted(pending)},
                     timeout=httpx.Timeout(10.0, read=_read_timeout(left)),
                 ) as source:
-                    if source.response.status_code == 429:
-                        # Every stream this token may hold is open: wait for one to end.
+                    if source.response.status_code in RETRIED:
+                        # Every stream this token may hold is open, or the API is short of its
+                        # database: ask again in a moment.
                         time.sleep(_pause(deadline))
                         continue
                     if source.response.status_code != 200:
@@ -393,6 +407,9 @@ class AsyncTask:
                     *lines, pending = pending.split("\n")
                     for line in lines:
                         yield line
+                elif event.event == "attempt" and pending:
+                    yield pending
+                    pending = ""
                 elif event.event == "end":
                     break
         if pending:
@@ -473,15 +490,19 @@ class AsyncClient:
     ) -> List[Result]:
         ids = [t.id if isinstance(t, AsyncTask) else _id(t) for t in tasks]
         ended: Dict[str, Result] = {}
+        deadline = None if timeout is None else time.monotonic() + timeout
         for start in range(0, len(ids), WAIT_CHUNK):
-            ended.update(await self._wait(ids[start : start + WAIT_CHUNK], timeout))
+            ended.update(await self._wait(ids[start : start + WAIT_CHUNK], timeout, deadline))
         results = [ended[i] for i in ids]
         for result in results:
             _outcome(result, raise_on_failure)
         return results
 
-    async def _wait(self, ids: Sequence[str], timeout: Optional[float]) -> Dict[str, Result]:
-        deadline = None if timeout is None else time.monotonic() + timeout
+    async def _wait(
+        self, ids: Sequence[str], timeout: Optional[float], deadline: Optional[float] = None
+    ) -> Dict[str, Result]:
+        if deadline is None and timeout is not None:
+            deadline = time.monotonic() + timeout
         pending = set(ids)
         ended: Dict[str, Result] = {}
         while pending:
@@ -496,8 +517,9 @@ class AsyncClient:
                     json={"ids": sorted(pending)},
                     timeout=httpx.Timeout(10.0, read=_read_timeout(left)),
                 ) as source:
-                    if source.response.status_code == 429:
-                        # Every stream this token may hold is open: wait for one to end.
+                    if source.response.status_code in RETRIED:
+                        # Every stream this token may hold is open, or the API is short of its
+                        # database: ask again in a moment.
                         await asyncio.sleep(_pause(deadline))
                         continue
                     if source.response.status_code != 200:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Dict, List, Optional
@@ -89,5 +90,11 @@ class TaskFailed(ChimeError):
 def _time(text: Optional[str]) -> Optional[datetime]:
     if not text:
         return None
-    # RFC 3339 with Z (fromisoformat takes +00:00 on every supported version).
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    # RFC 3339 with Z and any number of fraction digits; Python 3.10's fromisoformat takes
+    # +00:00 and only 3 or 6 digits.
+    text = text.replace("Z", "+00:00")
+    match = re.match(r"^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$", text)
+    if match:
+        whole, fraction, zone = match.groups()
+        text = whole + (f".{(fraction + '000000')[:6]}" if fraction else "") + zone
+    return datetime.fromisoformat(text)

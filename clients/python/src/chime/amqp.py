@@ -69,7 +69,6 @@ class Publisher:
         """Publishes a submission (:meth:`chime.Client.submit`'s arguments) and waits up to
         ``timeout`` seconds for chime's answer."""
         body = _task_body(kind, **fields)
-        body.setdefault("id", str(uuid.uuid4()))
         body["v"] = 1
         correlation = str(uuid.uuid4())
         self._channel.basic_publish(
@@ -92,6 +91,8 @@ class Publisher:
                 raise WaitTimeout(f"no answer to submission {body['id']} within {timeout} s")
             self._connection.process_data_events(time_limit=min(left, 1.0))
         answer = self._replies.pop(correlation)
+        # Answers to submissions given up on (timed out) are not kept for ever.
+        self._replies.clear()
         if "refused" in answer:
             raise Refused(answer.get("id"), str(answer["refused"]))
         return Task(self.client, answer["id"])

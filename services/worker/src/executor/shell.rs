@@ -131,11 +131,15 @@ fn make_result_file(attempt: &Attempt, user: &RunAs, dir: &Path) -> std::io::Res
 /// JSON's fault. Read through no symlink, and no further than the limit.
 fn read_result(path: &Path, max: usize) -> Result<Option<serde_json::Value>, String> {
     use std::io::Read as _;
+    // Not blocking on a FIFO a command running as the worker's own user could put in its place.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| format!("cannot read the result file ($CHIME_RESULT_FILE): {e}"))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err("the result file ($CHIME_RESULT_FILE) is no longer a plain file".into());
+    }
     let mut bytes = Vec::new();
     file.take(u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1))
         .read_to_end(&mut bytes)
