@@ -152,3 +152,23 @@ def test_the_amqp_publisher_is_answered(api: Chime) -> None:
         with pytest.raises(amqp.Refused) as refused:
             publisher.submit("teleport")
         assert "teleport" in refused.value.reason
+
+
+def test_zz_a_token_from_the_environment_is_used(api: Chime, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Last in the file: a token turns authentication on for the installation until revoked.
+    name = f"py-{uuid.uuid4().hex[:8]}"
+    secret = api.chime("token", "create", name, "--role", "admin").strip().splitlines()[-1]
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                chime.Client(token="").submit("noop")
+            except chime.ApiError as refused:
+                assert refused.status == 401
+                break
+            assert time.monotonic() < deadline, "a token did not turn authentication on"
+            time.sleep(0.5)
+        monkeypatch.setenv("CHIME_API_TOKEN", secret)
+        assert chime.Client().submit("shell", command=["echo", "hi"]).wait(timeout=60).succeeded
+    finally:
+        api.chime("--token", secret, "token", "revoke", name)

@@ -278,7 +278,8 @@ async fn kill_cancels_a_retrying_task_in_the_database() -> Result<()> {
 }
 
 /// A one-route-at-a-time HTTP server for the http executor: `/busy` answers 503 with
-/// Retry-After: 1 the first time, then 200; `/broken` answers 500; `/moved` a 302 to `/ok`,
+/// Retry-After: 1 the first time, then 200; `/broken` answers 500; `/json` 200 with a JSON
+/// body; `/moved` a 302 to `/ok`,
 /// `/away` a 302 to another loopback address, `/elsewhere` a 307 to `localhost` (another
 /// origin); anything else 200 "fine".
 async fn serve_http() -> Result<String> {
@@ -306,6 +307,7 @@ async fn serve_http() -> Result<String> {
                         "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbusy".to_string()
                     }
                     "/broken" => "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\nconnection: close\r\n\r\noops".to_string(),
+                    "/json" => "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\nconnection: close\r\n\r\n{\"rows\": 7}".to_string(),
                     "/moved" => redirect("302 Found", "/ok".into()),
                     "/away" => redirect("302 Found", format!("http://127.0.0.2:{port}/ok")),
                     "/elsewhere" => redirect(
@@ -337,7 +339,21 @@ async fn http_tasks_succeed_reject_with_retry_after_and_fail() -> Result<()> {
         .await?;
     let task = env.wait_terminal(ok).await?;
     assert_eq!(task.status, TaskStatus::Succeeded);
-    assert_eq!(task.result.map(|r| r.output), Some("fine".into()));
+    let result = task.result.unwrap_or_default();
+    assert_eq!(result.output, "fine");
+    assert_eq!(result.value, None, "a body that is not JSON is no result");
+
+    // A JSON body is the task's result.
+    let spec = serde_json::json!({"url": format!("{base}/json")});
+    let json = env
+        .submit(&["--kind", "http", "--spec", &spec.to_string()])
+        .await?;
+    let task = env.wait_terminal(json).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(
+        task.result.and_then(|r| r.value),
+        Some(serde_json::json!({"rows": 7}))
+    );
 
     let spec = serde_json::json!({"url": format!("{base}/busy")});
     let busy = env
