@@ -280,21 +280,12 @@ fn unit(trigger: JObject<'_>) -> Result<IntervalUnit, BlobError> {
             ));
         }
     };
-    Ok(match constant {
-        "SECOND" => IntervalUnit::Second,
-        "MINUTE" => IntervalUnit::Minute,
-        "HOUR" => IntervalUnit::Hour,
-        "DAY" => IntervalUnit::Day,
-        "WEEK" => IntervalUnit::Week,
-        "MONTH" => IntervalUnit::Month,
-        "YEAR" => IntervalUnit::Year,
-        other => {
-            return Err(invalid(
-                class,
-                "repeatIntervalUnit",
-                &format!("{other} is not a unit chime has"),
-            ));
-        }
+    IntervalUnit::from_quartz(constant).ok_or_else(|| {
+        invalid(
+            class,
+            "repeatIntervalUnit",
+            &format!("{constant} is not a unit chime has"),
+        )
     })
 }
 

@@ -767,20 +767,9 @@ fn zone_or_jvm(java_id: Option<&str>, options: &PlanOptions) -> Result<String, F
 }
 
 fn unit(text: Option<&str>) -> Result<IntervalUnit, Failure> {
-    Ok(match text.unwrap_or_default() {
-        "SECOND" => IntervalUnit::Second,
-        "MINUTE" => IntervalUnit::Minute,
-        "HOUR" => IntervalUnit::Hour,
-        "DAY" => IntervalUnit::Day,
-        "WEEK" => IntervalUnit::Week,
-        "MONTH" => IntervalUnit::Month,
-        "YEAR" => IntervalUnit::Year,
-        other => {
-            return Err(Failure::Fail(format!(
-                "STR_PROP_1 {other:?} is not an interval unit"
-            )));
-        }
-    })
+    let text = text.unwrap_or_default();
+    IntervalUnit::from_quartz(text)
+        .ok_or_else(|| Failure::Fail(format!("STR_PROP_1 {text:?} is not an interval unit")))
 }
 
 fn interval(props: &SimpleProperties) -> Result<i32, Failure> {

@@ -535,7 +535,7 @@ impl<'x> Reader<'_, 'x> {
                 let interval = self.integer(kind, "repeat-interval").unwrap_or(0);
                 let unit = match self.text(kind, "repeat-interval-unit") {
                     None => IntervalUnit::Day,
-                    Some((node, text)) => match unit(&text) {
+                    Some((node, text)) => match IntervalUnit::from_quartz(&text) {
                         Some(unit) => unit,
                         None => {
                             self.problem(
@@ -648,19 +648,6 @@ impl<'x> Reader<'_, 'x> {
             paused: None,
         });
     }
-}
-
-fn unit(text: &str) -> Option<IntervalUnit> {
-    Some(match text {
-        "SECOND" => IntervalUnit::Second,
-        "MINUTE" => IntervalUnit::Minute,
-        "HOUR" => IntervalUnit::Hour,
-        "DAY" => IntervalUnit::Day,
-        "WEEK" => IntervalUnit::Week,
-        "MONTH" => IntervalUnit::Month,
-        "YEAR" => IntervalUnit::Year,
-        _ => return None,
-    })
 }
 
 /// A misfire instruction's constant name (with or without its `MISFIRE_INSTRUCTION_` prefix, as

@@ -267,12 +267,7 @@ async fn record(
     // Answered before acked: a worker that dies between the two leaves the submission to be
     // delivered and answered again.
     for ((submission, _), told) in routed.iter().zip(&submitted) {
-        answer(
-            channel,
-            &submission.delivery,
-            serde_json::json!({"id": told.id, "created": told.created}),
-        )
-        .await;
+        answer_recorded(channel, &submission.delivery, told).await;
     }
     // Every delivery of the batch before its last is routed or settled by now, and so is every
     // earlier one of the channel, unless one could not be dead-lettered.
@@ -308,12 +303,7 @@ async fn record_each(
             Ok(told) => {
                 metrics::counter!("chime_worker_submissions_total").increment(1);
                 if let Some(told) = told.first() {
-                    answer(
-                        channel,
-                        &submission.delivery,
-                        serde_json::json!({"id": told.id, "created": told.created}),
-                    )
-                    .await;
+                    answer_recorded(channel, &submission.delivery, told).await;
                 }
                 ack(&submission.delivery).await;
             }
@@ -372,6 +362,12 @@ async fn refuse(
 /// queue name would let a publisher have workers write into queues it may not (a group's task
 /// queue), and needs write permissions on them.
 const DIRECT_REPLY_TO: &str = "amq.rabbitmq.reply-to";
+
+/// Answers a recorded submission: its task's id, and whether this copy made it.
+async fn answer_recorded(channel: &Channel, delivery: &Delivery, told: &task_lifecycle::Submitted) {
+    let body = serde_json::json!({"id": told.id, "created": told.created});
+    answer(channel, delivery, body).await;
+}
 
 /// Sends `body` to the submission's `reply_to`, if it has one and it is RabbitMQ's direct
 /// reply-to; a reply that cannot be sent is logged (the publisher's wait ends in its own

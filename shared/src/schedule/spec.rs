@@ -223,6 +223,21 @@ pub enum IntervalUnit {
 }
 
 impl IntervalUnit {
+    /// The unit Quartz names `name` (its `DateBuilder.IntervalUnit` constants: `SECOND` …
+    /// `YEAR`); None for `MILLISECOND`, which chime has not, and anything else.
+    pub fn from_quartz(name: &str) -> Option<Self> {
+        Some(match name {
+            "SECOND" => Self::Second,
+            "MINUTE" => Self::Minute,
+            "HOUR" => Self::Hour,
+            "DAY" => Self::Day,
+            "WEEK" => Self::Week,
+            "MONTH" => Self::Month,
+            "YEAR" => Self::Year,
+            _ => return None,
+        })
+    }
+
     /// Length in seconds of the units measured in elapsed time.
     pub fn seconds(self) -> Option<i64> {
         match self {

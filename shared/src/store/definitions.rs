@@ -669,6 +669,11 @@ async fn scope_in(
     current: &Definitions,
 ) -> Result<Scope, StoreError> {
     let mut scope = Scope::default();
+    let names: BTreeSet<(String, String)> = current
+        .jobs
+        .iter()
+        .map(|j| (j.group().to_string(), j.name.clone()))
+        .collect();
     // What the definitions say to delete, whoever made it: a job with its triggers and the
     // dependencies on and of it.
     let removed_job = |group: &str, name: &str| {
@@ -698,11 +703,6 @@ async fn scope_in(
         }
     }
     if !request.delete.is_empty() {
-        let names: BTreeSet<(String, String)> = current
-            .jobs
-            .iter()
-            .map(|j| (j.group().to_string(), j.name.clone()))
-            .collect();
         for job in &current.jobs {
             for d in &job.depends_on {
                 if let Some(upstream) = crate::definitions::check::resolve_job(&d.job, &names)
@@ -721,40 +721,41 @@ async fn scope_in(
         return Ok(scope);
     };
     scope.source = Some(source.clone());
-    let by_hand: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT 'worker_group', name, '' FROM worker_groups
-             WHERE source IS NULL AND name <> 'default'
-         UNION ALL SELECT 'route', kind, '' FROM job_kind_routes WHERE source IS NULL
-         UNION ALL SELECT 'calendar', name, '' FROM calendars WHERE source IS NULL
-         UNION ALL SELECT 'job', group_name, name FROM jobs WHERE source IS NULL
-         UNION ALL SELECT 'trigger', group_name, name FROM triggers WHERE source IS NULL",
-    )
-    .fetch_all(&mut *tx)
-    .await
-    .context("reading the objects made by hand")?;
-    for (kind, a, b) in by_hand {
-        scope.made_by_hand.insert(match kind.as_str() {
-            "worker_group" => Object::WorkerGroup(a),
-            "route" => Object::Route(a),
-            "calendar" => Object::Calendar(a),
-            "job" => Object::Job(a, b),
-            _ => Object::Trigger(a, b),
-        });
+    // Every object made by hand or by this source, in one read.
+    #[derive(FromRow)]
+    struct Sourced {
+        kind: String,
+        a: String,
+        b: String,
+        by_hand: bool,
+        paused: Option<bool>,
     }
-    let rows: Vec<(String, String, String, String, Option<bool>)> = sqlx::query_as(
-        "SELECT 'worker_group', name, '', source, NULL::bool FROM worker_groups WHERE source = $1
-         UNION ALL SELECT 'route', kind, '', source, NULL FROM job_kind_routes WHERE source = $1
-         UNION ALL SELECT 'calendar', name, '', source, NULL FROM calendars WHERE source = $1
-         UNION ALL SELECT 'job', group_name, name, source, NULL FROM jobs WHERE source = $1
-         UNION ALL SELECT 'trigger', group_name, name, source, source_paused FROM triggers
-             WHERE source = $1",
+    let rows: Vec<Sourced> = sqlx::query_as(
+        "SELECT 'worker_group' AS kind, name AS a, '' AS b, source IS NULL AS by_hand,
+                NULL::bool AS paused
+             FROM worker_groups WHERE (source IS NULL AND name <> 'default') OR source = $1
+         UNION ALL SELECT 'route', kind, '', source IS NULL, NULL FROM job_kind_routes
+             WHERE source IS NULL OR source = $1
+         UNION ALL SELECT 'calendar', name, '', source IS NULL, NULL FROM calendars
+             WHERE source IS NULL OR source = $1
+         UNION ALL SELECT 'job', group_name, name, source IS NULL, NULL FROM jobs
+             WHERE source IS NULL OR source = $1
+         UNION ALL SELECT 'trigger', group_name, name, source IS NULL, source_paused
+             FROM triggers WHERE source IS NULL OR source = $1",
     )
     .bind(&source)
     .fetch_all(&mut *tx)
     .await
     .context("reading the objects' sources")?;
     let mut made_here = BTreeSet::new();
-    for (kind, a, b, of, paused) in rows {
+    for Sourced {
+        kind,
+        a,
+        b,
+        by_hand,
+        paused,
+    } in rows
+    {
         let object = match kind.as_str() {
             "worker_group" => Object::WorkerGroup(a),
             "route" => Object::Route(a),
@@ -762,7 +763,8 @@ async fn scope_in(
             "job" => Object::Job(a, b),
             _ => Object::Trigger(a, b),
         };
-        if of != source {
+        if by_hand {
+            scope.made_by_hand.insert(object);
             continue;
         }
         if let Some(paused) = paused {
@@ -775,11 +777,6 @@ async fn scope_in(
     }
     // A dependency goes with its downstream job's source.
     if request.prune {
-        let names: BTreeSet<(String, String)> = current
-            .jobs
-            .iter()
-            .map(|j| (j.group().to_string(), j.name.clone()))
-            .collect();
         for job in &current.jobs {
             let object = Object::Job(job.group().to_string(), job.name.clone());
             if !made_here.contains(&object) {

@@ -136,6 +136,29 @@ def _remaining(deadline: Optional[float]) -> Optional[float]:
     return deadline - time.monotonic()
 
 
+def _run_request(
+    group: str, name: str, data_time: Optional[str], data: Any
+) -> "tuple[str, Dict[str, Any]]":
+    """The path and body of ``POST /api/v1/jobs/{group}/{name}/run``."""
+    body: Dict[str, Any] = {}
+    if data_time is not None:
+        body["data_time"] = data_time
+    if data is not None:
+        body["data"] = data
+    return f"/api/v1/jobs/{quote(group, safe='')}/{quote(name, safe='')}/run", body
+
+
+def _take(event: Any, pending: "set[str]", ended: Dict[str, Result]) -> bool:
+    """Takes one event of a wait stream into ``pending`` and ``ended``; True at ``done``."""
+    if event.event == "ended":
+        result = Result.from_task(event.json())
+        pending.discard(result.id)
+        ended[result.id] = result
+    elif event.event == "missing":
+        raise ApiError(404, f"task {event.json().get('id')} not found")
+    return event.event == "done"
+
+
 class Task:
     """A task of a :class:`Client`, by id."""
 
@@ -218,12 +241,7 @@ class Job:
 
     def run(self, data_time: Optional[str] = None, data: Any = None) -> Task:
         """Runs the job now (for ``data_time``, an RFC 3339 time, if given)."""
-        body: Dict[str, Any] = {}
-        if data_time is not None:
-            body["data_time"] = data_time
-        if data is not None:
-            body["data"] = data
-        path = f"/api/v1/jobs/{quote(self.group, safe='')}/{quote(self.name, safe='')}/run"
+        path, body = _run_request(self.group, self.name, data_time, data)
         answer = self.client._call("POST", path, json=body)
         return Task(self.client, answer["task_id"])
 
@@ -336,13 +354,7 @@ class Client:
                         source.response.read()
                         raise _error(source.response)
                     for event in source.iter_sse():
-                        if event.event == "ended":
-                            result = Result.from_task(event.json())
-                            pending.discard(result.id)
-                            ended[result.id] = result
-                        elif event.event == "missing":
-                            raise ApiError(404, f"task {event.json().get('id')} not found")
-                        elif event.event == "done":
+                        if _take(event, pending, ended):
                             break
             except httpx.TransportError:
                 # The API went away or the read timed out: past the deadline the loop ends;
@@ -423,12 +435,7 @@ class AsyncJob:
         self.client, self.name, self.group = client, name, group
 
     async def run(self, data_time: Optional[str] = None, data: Any = None) -> AsyncTask:
-        body: Dict[str, Any] = {}
-        if data_time is not None:
-            body["data_time"] = data_time
-        if data is not None:
-            body["data"] = data
-        path = f"/api/v1/jobs/{quote(self.group, safe='')}/{quote(self.name, safe='')}/run"
+        path, body = _run_request(self.group, self.name, data_time, data)
         answer = await self.client._call("POST", path, json=body)
         return AsyncTask(self.client, answer["task_id"])
 
@@ -526,13 +533,7 @@ class AsyncClient:
                         await source.response.aread()
                         raise _error(source.response)
                     async for event in source.aiter_sse():
-                        if event.event == "ended":
-                            result = Result.from_task(event.json())
-                            pending.discard(result.id)
-                            ended[result.id] = result
-                        elif event.event == "missing":
-                            raise ApiError(404, f"task {event.json().get('id')} not found")
-                        elif event.event == "done":
+                        if _take(event, pending, ended):
                             break
             except httpx.TransportError:
                 await asyncio.sleep(_pause(deadline))
