@@ -84,6 +84,12 @@ impl Node {
         let relay = tokio::spawn(
             OutboxRelay::new(store.clone(), broker.clone(), listens).run(stop.child_token()),
         );
+        // Says in the logs and metrics when PostgreSQL goes away and comes back, and on which
+        // server (a failover moves it).
+        tokio::spawn(crate::store::availability::watch(
+            store.clone(),
+            stop.child_token(),
+        ));
         Ok(Self {
             settings,
             store,

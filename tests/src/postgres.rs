@@ -115,6 +115,74 @@ impl PrivatePostgres {
         Ok(server)
     }
 
+    /// A hot standby of this server (trust authentication only): `pg_basebackup -R` from it
+    /// into a directory of its own, on a port of its own, streaming from it and read-only until
+    /// [`PrivatePostgres::promote`], as a failover manager keeps one.
+    pub async fn start_standby(&self) -> Result<Self> {
+        anyhow::ensure!(
+            self.password.is_none(),
+            "a standby of a server with passwords"
+        );
+        let dir = std::env::temp_dir().join(format!("chime-pg-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir)?;
+        if is_root() {
+            let status = tokio::process::Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&dir)
+                .status()
+                .await?;
+            anyhow::ensure!(status.success(), "chown of {} failed", dir.display());
+        }
+        let standby = Self {
+            dir,
+            bin: self.bin.clone(),
+            port: port_outside_ephemeral_range()?,
+            password: None,
+        };
+        let data = standby.data_dir();
+        let primary_port = self.port.to_string();
+        standby
+            .run(
+                "pg_basebackup",
+                &[
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &primary_port,
+                    "-U",
+                    "postgres",
+                    "-D",
+                    path_str(&data)?,
+                    "-R",
+                    "-X",
+                    "stream",
+                    "--no-sync",
+                ],
+            )
+            .await
+            .context("pg_basebackup")?;
+        // The copy carries the primary's settings; the last line of a setting wins.
+        let conf = format!(
+            "port = {}\nunix_socket_directories = '{}'\nhot_standby = on\n",
+            standby.port,
+            path_str(&standby.dir)?
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, conf.as_bytes()))?;
+        standby.resume().await?;
+        Ok(standby)
+    }
+
+    /// Promotes a standby to a primary and waits until it accepts writes.
+    pub async fn promote(&self) -> Result<()> {
+        let data = self.data_dir();
+        self.run("pg_ctl", &["-D", path_str(&data)?, "-w", "promote"])
+            .await
+            .context("pg_ctl promote")
+    }
+
     /// `postgres://postgres[:password]@127.0.0.1:PORT` (append `/database`).
     pub fn url(&self) -> String {
         match &self.password {

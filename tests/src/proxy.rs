@@ -8,7 +8,9 @@
 //! - [`Proxy::blackhole`] stops forwarding without closing anything, and lets new connections
 //!   hang (a network partition: packets dropped, nobody told);
 //! - [`Proxy::delay`] holds every chunk for a while before forwarding it (a slow network);
-//! - [`Proxy::restore`] forwards again; what a partition held is delivered then, as TCP would.
+//! - [`Proxy::restore`] forwards again; what a partition held is delivered then, as TCP would;
+//! - [`Proxy::retarget`] sends new connections to another server (a proxy that follows a
+//!   failover, as HAProxy does on Patroni's `/primary`).
 //!
 //! Otherwise it is transparent, refusals included: while the server refuses connections, the
 //! proxy's own port is closed.
@@ -40,6 +42,7 @@ pub struct Proxy {
     port: u16,
     mode: watch::Sender<Mode>,
     cuts: watch::Sender<u64>,
+    upstream: watch::Sender<String>,
 }
 
 impl Proxy {
@@ -49,11 +52,12 @@ impl Proxy {
         let port = listener.local_addr()?.port();
         let (mode, _) = watch::channel(Mode::Up);
         let (cuts, _) = watch::channel(0u64);
-        let upstream = upstream.to_string();
-        let (modes, cut_counts) = (mode.clone(), cuts.clone());
+        let (upstreams, _) = watch::channel(upstream.to_string());
+        let (modes, cut_counts, target) = (mode.clone(), cuts.clone(), upstreams.clone());
         tokio::spawn(async move {
             let mut listener = Some(listener);
             loop {
+                let upstream = target.borrow().clone();
                 let Some(open) = listener.as_ref() else {
                     // The server refused: so does the proxy (its port closed) until the server
                     // listens again, as a client connecting directly would see it.
@@ -111,7 +115,12 @@ impl Proxy {
                 }
             }
         });
-        Ok(Self { port, mode, cuts })
+        Ok(Self {
+            port,
+            mode,
+            cuts,
+            upstream: upstreams,
+        })
     }
 
     /// The local port.
@@ -145,6 +154,12 @@ impl Proxy {
     /// Forwards again.
     pub fn restore(&self) {
         self.mode.send_replace(Mode::Up);
+    }
+
+    /// Sends new connections to `upstream` (host:port) from now on; open ones stay where they
+    /// are (cut them first, as a proxy that marks a server down does).
+    pub fn retarget(&self, upstream: &str) {
+        self.upstream.send_replace(upstream.to_string());
     }
 }
 

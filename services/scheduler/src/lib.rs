@@ -152,7 +152,7 @@ async fn firing_loop(
     settings: &SchedulerSettings,
     shutdown: &CancellationToken,
 ) {
-    let mut listener = notify::listen(store, &store.triggers_channel()).await;
+    let mut listener = notify::Listener::open(store, &store.triggers_channel()).await;
     while !shutdown.is_cancelled() {
         // A round waits on the database (up to the pool's timeout per step while it is away);
         // a stopping scheduler does not wait for it. A round cut short rolls back: a fire is
@@ -168,7 +168,7 @@ async fn firing_loop(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(sleep) => {}
-            _ = notify::notified(&mut listener) => {}
+            _ = listener.notified() => {}
         }
     }
 }

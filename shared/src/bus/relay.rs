@@ -19,7 +19,6 @@ use futures::stream::FuturesUnordered;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection};
-use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 
@@ -79,7 +78,7 @@ impl OutboxRelay {
 
     async fn run_inner(self, shutdown: CancellationToken) {
         let mut listener = if self.listens {
-            notify::listen(&self.store, &self.store.outbox_channel()).await
+            Some(notify::Listener::open(&self.store, &self.store.outbox_channel()).await)
         } else {
             None
         };
@@ -139,9 +138,13 @@ impl OutboxRelay {
     }
 
     /// Sleeps until the earliest held row is due, a NOTIFY, the poll interval, or shutdown. A
-    /// listener that lost its connection reconnects inside `recv`; whatever was missed meanwhile
-    /// is found by the next scan.
-    async fn wait_for_work(&self, listener: &mut Option<PgListener>, shutdown: &CancellationToken) {
+    /// listener that lost its connection wakes the relay too, and again once it listens anew;
+    /// whatever was missed meanwhile is found by the next scan.
+    async fn wait_for_work(
+        &self,
+        listener: &mut Option<notify::Listener>,
+        shutdown: &CancellationToken,
+    ) {
         let sleep = match outbox::until_next_due(&self.store).await {
             Ok(Some(until)) => until.saturating_sub(AHEAD).min(POLL),
             Ok(None) => POLL,
@@ -156,7 +159,12 @@ impl OutboxRelay {
         tokio::select! {
             _ = shutdown.cancelled() => {}
             _ = tokio::time::sleep(sleep) => {}
-            _ = notify::notified(listener) => {}
+            _ = async {
+                match listener.as_mut() {
+                    Some(listener) => listener.notified().await,
+                    None => std::future::pending().await,
+                }
+            } => {}
             _ = self.store.outbox_hint() => {}
         }
     }

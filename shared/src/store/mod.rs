@@ -5,6 +5,7 @@
 
 pub mod attempt_output;
 pub mod audit;
+pub mod availability;
 pub mod backfills;
 pub mod calendars;
 pub mod definitions;
@@ -225,6 +226,9 @@ impl Store {
             .min_connections(0)
             .idle_timeout(IDLE_CONNECTION_TIMEOUT)
             .acquire_timeout(acquire_timeout)
+            // A connection that lands on a standby (a failover under way) is refused and tried
+            // again, never handed out.
+            .after_connect(|conn, _| Box::pin(availability::refuse_standby(conn)))
             .connect_with(options)
             .await
             .context("connecting to PostgreSQL")?;

@@ -20,11 +20,12 @@
 //! (`services/worker/src/executor/sandbox.rs`), which needs nothing from the worker to act, kills
 //! them at [`GUARD_MARGIN`] before the lease ends, frozen worker or not.
 //!
-//! One exception keeps a database restart from killing every running task: when the server
-//! itself refuses the worker (the connection is refused, or it says it is starting up or
-//! recovering), nobody can recover anyone, and recovery waits [`RESTART_GRACE`] from when it first
-//! sees the server back (a new `pg_postmaster_start_time()`, or the `UNLOGGED` table
-//! `server_starts` that a crash recovery empties). The worker's lease then holds on, if it was
+//! One exception keeps a database restart or a failover from killing every running task: when
+//! the server itself refuses the worker (the connection is refused, or closed by a proxy that
+//! has no primary to send it to, or the server says it is starting up or recovering, or is a
+//! read-only standby), nobody can recover anyone, and recovery waits [`RESTART_GRACE`] from when
+//! it first sees the server back (a new `pg_postmaster_start_time()`, or the `UNLOGGED` table
+//! `server_starts` that a crash recovery, or a standby's promotion, empties). The worker's lease then holds on, if it was
 //! still held when the refusal came, for at most [`RESTART_GRACE`] from that refusal, and only
 //! while the broker keeps the worker's grace mark (`crate::bus::grace`); it renews it as soon as
 //! the server answers again. Every refusal comes before the server is back, so the worker's grace
@@ -177,6 +178,10 @@ impl LivenessSession {
             .connect()
             .await
             .context("opening the liveness session")?;
+        // A standby (a failover under way) refuses it, as the pool's connections are refused.
+        super::availability::refuse_standby(&mut conn)
+            .await
+            .context("opening the liveness session")?;
         // The server probes an idle peer after 10 s, every 3 s, 3 times: the session of a host
         // that vanished without closing its connection does not linger. A renewal does not wait
         // for its commit to reach the disk (a busy disk would otherwise let leases run out): one
@@ -255,8 +260,11 @@ impl LivenessSession {
     }
 
     /// Whether a failure to open the session proves the server is down for everyone: the
-    /// connection was refused (nothing listens on its port), or the server said it is starting
-    /// up or recovering (SQLSTATE 57P03). Not "shutting down": during a smart or fast shutdown
+    /// connection was refused (nothing listens on its port, or the server is a read-only
+    /// standby: [`super::availability::StandbyRefused`]), closed before any server spoke (a
+    /// proxy in front of PostgreSQL, such as HAProxy, that has no primary to send it to while a
+    /// failover is under way), or the server said it is starting up or recovering (SQLSTATE
+    /// 57P03). Not "shutting down": during a smart or fast shutdown
     /// the sessions already open (recovery's among them) go on a while. Then nobody can
     /// declare the worker dead until the server is back and [`RESTART_GRACE`] has passed, and its
     /// lease holds meanwhile. A timeout proves nothing (a partition looks the same): the lease
@@ -267,7 +275,13 @@ impl LivenessSession {
             return false;
         };
         match source {
-            sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+            sqlx::Error::Io(io) => matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+            ),
             other => other.as_database_error().is_some_and(|e| {
                 // Read in English, the server's default: a translated message counts as not
                 // down, which only lets the lease run out.

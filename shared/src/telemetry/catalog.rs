@@ -130,6 +130,30 @@ pub fn describe() {
         Unit::Seconds,
         "Duration of publishing one batch of outbox rows, to the last confirm."
     );
+    // The store, as each process sees it (shared/src/store/availability.rs).
+    describe_gauge!(
+        "chime_store_connected",
+        "1 while PostgreSQL answers this process from the server (cluster_name at address:port), \
+         0 once it stopped answering or another server answers."
+    );
+    describe_counter!(
+        "chime_store_outages_total",
+        "Times PostgreSQL stopped answering this process (one question a second, 5 s each)."
+    );
+    describe_histogram!(
+        "chime_store_outage_seconds",
+        Unit::Seconds,
+        "How long each outage of PostgreSQL lasted, as this process saw it."
+    );
+    describe_counter!(
+        "chime_store_server_changes_total",
+        "Times PostgreSQL came back on, or answered from, another server (a failover, a \
+         switchover or a restart)."
+    );
+    describe_counter!(
+        "chime_store_listener_losses_total",
+        "LISTEN sessions lost (then opened again, with a rescan for what was missed)."
+    );
     describe_counter!(
         "chime_broker_connections_total",
         "Connections opened to the broker, by node (more than one means reconnections)."

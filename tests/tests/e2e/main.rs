@@ -7,6 +7,7 @@ mod dashboard;
 mod definitions;
 mod definitions_apply;
 mod dependencies;
+mod failover;
 mod faults;
 mod firing;
 mod firing_rules;
