@@ -7,6 +7,11 @@
 #   compose/test.sh cluster  the three-node RabbitMQ cluster (compose/cluster.yaml): tasks flow at
 #                            a steady rate while the busiest node is stopped and started again;
 #                            every task runs exactly once and the outage shows in the metrics.
+#   compose/test.sh ha       PostgreSQL under Patroni (compose/ha.yaml): tasks flow at a steady
+#                            rate while the primary's container is killed, the old primary comes
+#                            back as a standby, and a planned switchover follows; every task runs
+#                            exactly once, the per-second cron fires every second once, and the
+#                            write outages are measured. Evidence goes to $CHIME_EVIDENCE_DIR.
 # Both print the tasks/s the stack sustains for a burst of noop tasks submitted through the API.
 #
 # No image registry is needed: the base image is made with mmdebstrap from the Debian mirror apt
@@ -23,7 +28,12 @@ case "$mode" in
   cluster) project=chimecluster
     files=(-f compose.yaml -f compose/cluster.yaml -f compose/local-images.yml -f compose/local-images.cluster.yml)
     export CHIME_ERLANG_COOKIE=${CHIME_ERLANG_COOKIE:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')} ;;
-  *) echo "usage: compose/test.sh [cluster]" >&2; exit 2 ;;
+  # PostgreSQL under Patroni, as README's Scaling out gives it.
+  ha) project=chimeha
+    files=(-f compose.yaml -f compose/ha.yaml -f compose/local-images.yml -f compose/local-images.ha.yml)
+    export CHIME_PG_PASSWORD=${CHIME_PG_PASSWORD:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+    export CHIME_PATRONI_PASSWORD=${CHIME_PATRONI_PASSWORD:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')} ;;
+  *) echo "usage: compose/test.sh [cluster|ha]" >&2; exit 2 ;;
 esac
 export CHIME_API_TOKEN=${CHIME_API_TOKEN:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 # Where the cluster test's tasks record that they ran (a directory every worker mounts).
@@ -31,7 +41,7 @@ runs=$(mktemp -d)
 chown 10001:10001 "$runs"  # the chime image's user
 chmod 0770 "$runs"
 export CHIME_TEST_RUNS=$runs
-[ "$mode" = cluster ] && files+=(-f compose/test-runs.yml)
+[ "$mode" != single ] && files+=(-f compose/test-runs.yml)
 # README's `docker compose up` (the root compose.yaml), with images built here instead of pulled.
 compose=(docker compose -p "$project" "${files[@]}")
 api=http://127.0.0.1:8080
@@ -69,7 +79,9 @@ if ! docker image inspect local/debian:bookworm >/dev/null 2>&1; then
   docker import "$rootfs" local/debian:bookworm >/dev/null
   rm -f "$rootfs"
 fi
-for image in postgres rabbitmq; do
+images=(postgres rabbitmq)
+[ "$mode" = ha ] && images+=(patroni etcd haproxy)
+for image in "${images[@]}"; do
   docker build -q --build-arg BASE_IMAGE=local/debian:bookworm -t "local/chime-$image" \
     "compose/images/$image" >/dev/null
 done
@@ -95,7 +107,13 @@ up_started=$(date +%s.%N)
 call() { curl -fsS -H "authorization: Bearer $CHIME_API_TOKEN" -H 'content-type: application/json' "$@"; }
 submit() { call -X POST "$api/api/v1/tasks" -d "$1" | sed -E 's/.*"id":"([^"]+)".*/\1/'; }
 status() { call "$api/api/v1/tasks/$1" | sed -E 's/.*"status":"([a-z]+)".*/\1/' | head -c 20; }
-sql() { "${compose[@]}" exec -T postgres psql -U chime -d chime -tAc "$1"; }
+# SQL as chime's role; under Patroni through HAProxy (to the primary), from a node that runs.
+sql_node=pg1
+if [ "$mode" = ha ]; then
+  sql() { "${compose[@]}" exec -T -e PGPASSWORD="$CHIME_PG_PASSWORD" "$sql_node" psql -h haproxy -U chime -d chime -tAc "$1"; }
+else
+  sql() { "${compose[@]}" exec -T postgres psql -U chime -d chime -tAc "$1"; }
+fi
 # Runs "$@" once a second until it succeeds, for at most $1 seconds; fails as its last try did.
 retry_for() {
   local seconds=$1
@@ -256,7 +274,10 @@ peak_rss() {
   say "peak RSS:$line"
 }
 burst=${CHIME_BURST:-2000}
-if [ "$mode" = single ]; then
+if [ "$mode" = ha ]; then
+  . compose/test-ha.sh
+  ha_flow
+elif [ "$mode" = single ]; then
   say "a cron job firing every second"
   start_ticking
   ticked_thrice() {

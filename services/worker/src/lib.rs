@@ -47,7 +47,7 @@ use lapin::message::Delivery;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, error, info, info_span, warn};
+use tracing::{Instrument, debug, error, info, info_span, warn};
 use uuid::Uuid;
 
 use crate::consumer::QueueKind;
@@ -728,7 +728,12 @@ async fn liveness_loop(
                         }
                         Some(Err(error)) => {
                             if workers::LivenessSession::server_is_down(&error) {
-                                warn!(%error, "the database refuses this worker");
+                                // Once per grace: a failover's refusals come every heartbeat.
+                                if grace.as_ref().is_some_and(|g| !g.is_finished()) {
+                                    debug!(%error, "the database still refuses this worker");
+                                } else {
+                                    warn!(%error, "the database refuses this worker");
+                                }
                                 refusal_grace::enter(&worker, asked_at, &mut grace);
                             } else {
                                 warn!(%error, "cannot open the liveness session; retrying");

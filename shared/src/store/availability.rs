@@ -77,12 +77,14 @@ pub async fn refuse_standby(conn: &mut PgConnection) -> Result<(), sqlx::Error> 
     Ok(())
 }
 
-/// The server that answers: its `cluster_name` if set (Patroni's node name in chime's compose
-/// stack), its address and port, and when it started, which tells a restart or a failover to a
-/// server at the same address.
+/// The server that answers: its name, its address and port, and when it started, which tells a
+/// restart or a failover to a server at the same address. The name is the server's setting
+/// `chime.node` where an operator gave each server one (chime's compose stack for Patroni
+/// does: Patroni sets `cluster_name` to the cluster's name on every node), else its
+/// `cluster_name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Server {
-    /// `cluster_name`, empty when unset.
+    /// `chime.node`, else `cluster_name`; empty when neither is set.
     pub name: String,
     /// `inet_server_addr():inet_server_port()`, or "local socket".
     pub address: String,
@@ -103,7 +105,8 @@ impl fmt::Display for Server {
 /// Asks which server answers.
 pub async fn server(store: &Store) -> Result<Server, sqlx::Error> {
     let (name, address, started): (String, Option<String>, String) = sqlx::query_as(
-        "SELECT current_setting('cluster_name'),
+        "SELECT coalesce(nullif(current_setting('chime.node', true), ''),
+                         current_setting('cluster_name')),
                 host(inet_server_addr()) || ':' || inet_server_port(),
                 pg_postmaster_start_time()::text",
     )

@@ -4,7 +4,7 @@
 //! ```text
 //!   online ──SIGTERM / drain──▶ draining ──running tasks done──▶ offline
 //!      └── heartbeat stale ──▶ disconnected ──heartbeat──▶ online
-//!      └── liveness lock free (process gone) ──recovery──▶ offline (its attempts recovered)
+//!      └── lease expired (no renewal, no grace) ──recovery──▶ offline (its attempts recovered)
 //! ```
 //!
 //! Liveness is a lease. Every [`HEARTBEAT_INTERVAL`] a worker moves its row's `lease_expires_at`
