@@ -84,9 +84,9 @@ pub enum ApiStartError {
 )]
 struct ApiDoc;
 
-/// The whole application: API, OpenAPI document, dashboard, health and metrics.
-pub fn router(state: AppState) -> Router {
-    let (api, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+/// The REST API's routes, with their OpenAPI description (no state yet).
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(
             routes::tasks::create_task,
             routes::tasks::list_tasks
@@ -182,7 +182,17 @@ pub fn router(state: AppState) -> Router {
             routes::webhooks::list_webhooks
         ))
         .routes(routes!(routes::webhooks::delete_webhook))
-        .split_for_parts();
+}
+
+/// The REST API's OpenAPI document, as `GET /api/v1/openapi.json` serves it (the book's API
+/// reference is generated from it: `chime docs`).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_routes().split_for_parts().1
+}
+
+/// The whole application: API, OpenAPI document, dashboard, health and metrics.
+pub fn router(state: AppState) -> Router {
+    let (api, openapi) = api_routes().split_for_parts();
     // Serialized once and shared: a request clones a reference count, not the document.
     let openapi_json = axum::body::Bytes::from(serde_json::to_vec(&openapi).unwrap_or_default());
     let api = api.route(

@@ -154,6 +154,9 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Writes the book's generated reference and the man pages (for the project's own use).
+    #[command(hide = true)]
+    Docs(commands::docs::DocsArgs),
     /// Shows the audit trail: who changed what (admin).
     Audit {
         /// Only this token's changes.
@@ -633,6 +636,7 @@ async fn run(cli: Cli) -> Result<()> {
         "warn,lapin::channel=off,lapin::channels=off,lapin::io_loop=off"
     });
     match cli.command {
+        Command::Docs(ref args) => commands::docs::run(args),
         Command::Up(ref args) => {
             let services = Services {
                 worker: !args.no_worker,

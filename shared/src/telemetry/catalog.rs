@@ -425,3 +425,96 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
         Role::Api => {}
     }
 }
+
+/// One metric of the catalogue, as [`described`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedMetric {
+    /// Its name (`chime_…`).
+    pub name: String,
+    /// counter, gauge or histogram.
+    pub kind: &'static str,
+    /// Its unit, if it has one (`seconds`, `bytes`).
+    pub unit: Option<&'static str>,
+    /// Its help text.
+    pub help: String,
+}
+
+/// Every metric [`describe`] registers, in its order: the generated reference in the book
+/// (`chime docs`) is made from this list, so it never drifts from `/metrics`.
+pub fn described() -> Vec<DescribedMetric> {
+    let recorder = Catalogue::default();
+    metrics::with_local_recorder(&recorder, describe);
+    recorder
+        .0
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A recorder that keeps the descriptions it is given and records nothing.
+#[derive(Default)]
+struct Catalogue(std::sync::Mutex<Vec<DescribedMetric>>);
+
+impl Catalogue {
+    fn keep(
+        &self,
+        name: metrics::KeyName,
+        kind: &'static str,
+        unit: Option<Unit>,
+        help: metrics::SharedString,
+    ) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(DescribedMetric {
+                name: name.as_str().to_owned(),
+                kind,
+                unit: unit.map(|u| u.as_str()),
+                help: help.to_string(),
+            });
+    }
+}
+
+impl metrics::Recorder for Catalogue {
+    fn describe_counter(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<Unit>,
+        description: metrics::SharedString,
+    ) {
+        self.keep(key, "counter", unit, description);
+    }
+
+    fn describe_gauge(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<Unit>,
+        description: metrics::SharedString,
+    ) {
+        self.keep(key, "gauge", unit, description);
+    }
+
+    fn describe_histogram(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<Unit>,
+        description: metrics::SharedString,
+    ) {
+        self.keep(key, "histogram", unit, description);
+    }
+
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::noop()
+    }
+
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}

@@ -40,6 +40,10 @@ async fn the_deb_installs_and_chime_up_runs_from_it() -> Result<()> {
         "./lib/systemd/system/chime-worker.service",
         "./lib/systemd/system/chime-scheduler.service",
         "./etc/chime/chime.env",
+        // The man pages: the command's and each subcommand's.
+        "./usr/share/man/man1/chime.1.gz",
+        "./usr/share/man/man1/chime-job-create.1.gz",
+        "./usr/share/man/man1/chime-apply.1.gz",
     ] {
         ensure!(
             contents.contains(file),

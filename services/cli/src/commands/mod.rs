@@ -2,6 +2,7 @@
 
 pub mod access;
 pub mod definitions;
+pub mod docs;
 pub mod groups;
 pub mod import;
 pub mod jobs;
