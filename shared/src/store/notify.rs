@@ -34,6 +34,10 @@ pub struct Listener {
     /// When to try to open it next (a deadline, not a sleep: the caller's `select!` drops a
     /// wait at each of its polls, and a sleep would start over each time).
     retry_at: tokio::time::Instant,
+    /// An attempt to open the session under way, in a task of its own for the same reason: a
+    /// connect dropped halfway would start over at every poll, and never finish when the
+    /// caller's shortest wait is shorter than a connect.
+    opening: Option<tokio::task::JoinHandle<Result<PgListener, sqlx::Error>>>,
     /// Whether the session was lost (or never opened) since the caller last heard of it: the
     /// first answer after opening it again is a wake-up.
     lost: bool,
@@ -58,9 +62,10 @@ impl Listener {
             session: None,
             backoff: REOPEN_MIN,
             retry_at: tokio::time::Instant::now(),
+            opening: None,
             lost: false,
         };
-        match listener.connect().await {
+        match connect(listener.store.clone(), listener.channel.clone()).await {
             Ok(session) => listener.session = Some(session),
             Err(error) => {
                 warn!(%error, channel, "cannot open a listener connection yet; polling meanwhile");
@@ -68,22 +73,6 @@ impl Listener {
             }
         }
         listener
-    }
-
-    async fn connect(&self) -> Result<PgListener, sqlx::Error> {
-        let own = PgPoolOptions::new()
-            .max_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_lazy_with(self.store.pool().connect_options().as_ref().clone());
-        let mut session = PgListener::connect_with(&own).await?;
-        // A lost connection comes back from `try_recv` as `Ok(None)` and is opened again here,
-        // with a backoff and a wake-up for the rescan, not silently inside sqlx.
-        session.eager_reconnect(false);
-        // On a standby (a failover under way) LISTEN fails: the session is tried again later.
-        session.listen(&self.channel).await?;
-        Ok(session)
     }
 
     /// Resolves on the next notification, when the session is lost, and when a lost session
@@ -108,7 +97,12 @@ impl Listener {
                 return;
             }
             tokio::time::sleep_until(self.retry_at).await;
-            match self.connect().await {
+            let opening = self.opening.get_or_insert_with(|| {
+                tokio::spawn(connect(self.store.clone(), self.channel.clone()))
+            });
+            let opened = opening.await;
+            self.opening = None;
+            match opened.unwrap_or_else(|e| Err(sqlx::Error::Protocol(e.to_string()))) {
                 Ok(session) => {
                     self.session = Some(session);
                     self.backoff = REOPEN_MIN;
@@ -131,4 +125,29 @@ impl Listener {
     pub fn listening(&self) -> bool {
         self.session.is_some()
     }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(opening) = self.opening.take() {
+            opening.abort();
+        }
+    }
+}
+
+/// Opens a session of its own on `store`'s database and listens on `channel` there.
+async fn connect(store: Store, channel: String) -> Result<PgListener, sqlx::Error> {
+    let own = PgPoolOptions::new()
+        .max_connections(1)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_lazy_with(store.pool().connect_options().as_ref().clone());
+    let mut session = PgListener::connect_with(&own).await?;
+    // A lost connection comes back from `try_recv` as `Ok(None)` and is opened again here, with
+    // a backoff and a wake-up for the rescan, not silently inside sqlx.
+    session.eager_reconnect(false);
+    // On a standby (a failover under way) LISTEN fails: the session is tried again later.
+    session.listen(&channel).await?;
+    Ok(session)
 }

@@ -261,10 +261,10 @@ impl LivenessSession {
 
     /// Whether a failure to open the session proves the server is down for everyone: the
     /// connection was refused (nothing listens on its port, or the server is a read-only
-    /// standby: [`super::availability::StandbyRefused`]), closed before any server spoke (a
+    /// standby: [`super::availability::StandbyRefused`]), closed while it was being opened (a
     /// proxy in front of PostgreSQL, such as HAProxy, that has no primary to send it to while a
-    /// failover is under way), or the server said it is starting up or recovering (SQLSTATE
-    /// 57P03). Not "shutting down": during a smart or fast shutdown
+    /// failover is under way, closes it before any server speaks; a close later in the opening
+    /// counts alike), or the server said it is starting up or recovering (SQLSTATE 57P03). Not "shutting down": during a smart or fast shutdown
     /// the sessions already open (recovery's among them) go on a while. Then nobody can
     /// declare the worker dead until the server is back and [`RESTART_GRACE`] has passed, and its
     /// lease holds meanwhile. A timeout proves nothing (a partition looks the same): the lease
@@ -281,6 +281,7 @@ impl LivenessSession {
                     | std::io::ErrorKind::UnexpectedEof
                     | std::io::ErrorKind::ConnectionReset
                     | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
             ),
             other => other.as_database_error().is_some_and(|e| {
                 // Read in English, the server's default: a translated message counts as not

@@ -106,9 +106,10 @@ async fn a_failover_to_a_promoted_standby_loses_nothing_and_listeners_listen_aga
     let mut listener = Listener::open(&env.store, CHANNEL).await;
     anyhow::ensure!(listener.listening(), "the listener listens on the primary");
 
-    // The primary dies; the proxy has nowhere to send connections: it closes them.
-    primary.crash().await?;
+    // The primary dies; the proxy has nowhere to send connections: it closes them (cut first,
+    // so that no connection meets the dying server's refusals instead).
     proxy.cut();
+    primary.crash().await?;
     tokio::time::timeout(Duration::from_secs(30), listener.notified())
         .await
         .context("the listener did not wake its caller when its session was lost")?;
@@ -121,6 +122,19 @@ async fn a_failover_to_a_promoted_standby_loses_nothing_and_listeners_listen_aga
         LivenessSession::server_is_down(&closed),
         "a proxy's closed door is a refusal: {closed}"
     );
+    let closed_door = matches!(
+        &closed,
+        chime_core::store::StoreError::Database {
+            source: sqlx::Error::Io(io),
+            ..
+        } if matches!(
+            io.kind(),
+            std::io::ErrorKind::UnexpectedEof
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::BrokenPipe
+        )
+    );
+    assert!(closed_door, "the proxy closed the connection: {closed:?}");
 
     // The proxy sends new connections to the standby before its promotion: read-only.
     proxy.retarget(&format!("127.0.0.1:{}", standby.port()));
