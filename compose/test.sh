@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs chime's compose stack on this machine and checks it through the published API.
 #
-#   compose/test.sh          README's `docker compose up`: ad-hoc tasks and a cron job succeed,
-#                            workers scale to four and share tasks, a worker restarted mid-task
-#                            loses nothing, and `down -v` removes everything.
+#   compose/test.sh          `docker compose up` as docs/src/getting-started/docker-compose.md
+#                            gives it: ad-hoc tasks and a cron job succeed, workers scale to
+#                            four and share tasks, a worker restarted mid-task loses nothing,
+#                            and `down -v` removes everything.
 #   compose/test.sh cluster  the three-node RabbitMQ cluster (compose/cluster.yaml): tasks flow at
 #                            a steady rate while the busiest node is stopped and started again;
 #                            every task runs exactly once and the outage shows in the metrics.
@@ -24,11 +25,12 @@ cd "$(dirname "$0")/.."
 mode=${1:-single}
 case "$mode" in
   single) project=chimetest; files=(-f compose.yaml -f compose/local-images.yml) ;;
-  # The cluster's files as README gives them, with images built here instead of pulled.
+  # The cluster's files as docs/src/how-to/rabbitmq-cluster.md gives them, with images built
+  # here instead of pulled.
   cluster) project=chimecluster
     files=(-f compose.yaml -f compose/cluster.yaml -f compose/local-images.yml -f compose/local-images.cluster.yml)
     export CHIME_ERLANG_COOKIE=${CHIME_ERLANG_COOKIE:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')} ;;
-  # PostgreSQL under Patroni, as README's Scaling out gives it.
+  # PostgreSQL under Patroni, as docs/src/how-to/postgresql-failover.md gives it.
   ha) project=chimeha
     files=(-f compose.yaml -f compose/ha.yaml -f compose/local-images.yml -f compose/local-images.ha.yml)
     export CHIME_PG_PASSWORD=${CHIME_PG_PASSWORD:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
@@ -42,7 +44,8 @@ chown 10001:10001 "$runs"  # the chime image's user
 chmod 0770 "$runs"
 export CHIME_TEST_RUNS=$runs
 [ "$mode" != single ] && files+=(-f compose/test-runs.yml)
-# README's `docker compose up` (the root compose.yaml), with images built here instead of pulled.
+# `docker compose up` as docs/src/getting-started/docker-compose.md gives it (the root
+# compose.yaml), with images built here instead of pulled.
 compose=(docker compose -p "$project" "${files[@]}")
 api=http://127.0.0.1:8080
 say() { echo "compose/test.sh $mode: $*" >&2; }

@@ -194,7 +194,8 @@ fn loopback_guard(method: &Method, headers: &HeaderMap) -> Result<(), ApiError> 
         .unwrap_or("");
     // A request relayed by a proxy on this machine names a loopback Host but comes from anyone.
     // Not every proxy says it is one (a default nginx `proxy_pass` adds no header at all), so
-    // README says a tokenless API must not sit behind one; those that do say so are refused.
+    // the book (docs/src/operations/security.md) says a tokenless API must not sit behind one;
+    // those that do say so are refused.
     let forwarded = headers.keys().any(|name| is_proxy_header(name.as_str()));
     if forwarded {
         return Err(ApiError::new(

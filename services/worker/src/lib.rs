@@ -179,8 +179,8 @@ impl Worker {
     /// task asks for no user of its own (not every worker of a group need allow it), and the
     /// worker holds its lease, is not draining, and has an inline slot free that no delivery is
     /// waiting for. Process kinds are never taken: a delivered shell task must find its slot free
-    /// (README, `CHIME_WORKER__PREFETCH`), and a taken one could hold it for as long as it runs,
-    /// which the broker cannot see.
+    /// (docs/src/operations/configuration.md, `CHIME_WORKER__PREFETCH`), and a taken one could
+    /// hold it for as long as it runs, which the broker cannot see.
     fn slot_to_take(&self, task: &NewTask, group: &str) -> Option<OwnedSemaphorePermit> {
         let (groups, kinds) = self.takes.as_ref()?;
         if !kinds::runs_inline(&task.kind)

@@ -1,7 +1,9 @@
-//! Settings of every chime process (README, "Configuration").
+//! Settings of every chime process (docs/src/operations/configuration.md).
 //!
 //! Layers, highest first: command-line flags (passed in as [`Overrides`]), `CHIME_*` environment
 //! variables, `DATABASE_URL` (for the database URL only), an optional `chime.toml`, defaults.
+
+pub mod catalog;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -242,9 +244,10 @@ impl Settings {
     /// more per 8 slots, at most 3 — since it batches its transitions (its liveness session is
     /// one more, outside the pool); a scheduler's loops share 4, a dependency service's events
     /// 3, an API's requests 8, and `chime up`, which runs them all, 16. A process also holds
-    /// one connection per LISTEN it makes (schedulers and `chime up`: 2). README, "Connections",
-    /// has the sum. Every role but a worker gets at least 2: some of their loops hold one
-    /// connection (a sweep's lock, a firing transaction) while another does the work.
+    /// one connection per LISTEN it makes (schedulers and `chime up`: 2).
+    /// docs/src/operations/connections.md has the sum. Every role but a worker gets at least 2:
+    /// some of their loops hold one connection (a sweep's lock, a firing transaction) while
+    /// another does the work.
     pub fn pool_size(&self, role: &str) -> u32 {
         let floor = if role == "worker" { 1 } else { 2 };
         if let Some(size) = self.db_pool_size {

@@ -1,6 +1,6 @@
-//! The JSON forms of schedules and calendars (README, "Schedules"), shared by the API, the CLI and
-//! the store. They are checked and turned into evaluable forms by `Schedule::compile` and
-//! `Calendar::compile`.
+//! The JSON forms of schedules and calendars (docs/src/concepts/triggers-and-schedules.md and
+//! docs/src/concepts/calendars.md), shared by the API, the CLI and the store. They are checked
+//! and turned into evaluable forms by `Schedule::compile` and `Calendar::compile`.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};

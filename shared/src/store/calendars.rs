@@ -17,7 +17,7 @@ pub struct NamedCalendar {
     /// What it is for.
     #[serde(default)]
     pub description: String,
-    /// The calendar, as JSON (README, "Schedules").
+    /// The calendar, as JSON (see the book: docs/src/concepts/calendars.md).
     pub definition: CalendarSpec,
 }
 

@@ -48,7 +48,7 @@ pub struct NewTrigger {
     /// The job's name.
     #[serde(deserialize_with = "crate::model::names::deserialize_nfc")]
     pub job: String,
-    /// The schedule, as JSON (README, "Schedules").
+    /// The schedule, as JSON (see the book: docs/src/concepts/triggers-and-schedules.md).
     pub schedule: ScheduleSpec,
     /// An exclusion calendar, by name.
     #[serde(default)]

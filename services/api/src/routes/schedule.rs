@@ -11,7 +11,7 @@ use crate::error::{ApiError, ApiJson, ErrorBody};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewRequest {
-    /// The trigger's schedule, as JSON (README, "Schedules").
+    /// The trigger's schedule, as JSON (see the book: docs/src/concepts/triggers-and-schedules.md).
     trigger: ScheduleSpec,
     /// An exclusion calendar.
     #[serde(default)]

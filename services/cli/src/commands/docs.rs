@@ -3,6 +3,8 @@
 //!
 //! - `reference/cli.md`: every command and flag, from the clap definitions (`clap-markdown`);
 //! - `reference/metrics.md`: every metric, from the telemetry catalogue;
+//! - `reference/configuration.md`: every setting and variable, from the configuration's
+//!   catalogue (`chime_core::config::catalog`);
 //! - `reference/api.md` and `reference/openapi.json`: the REST API, from the OpenAPI document
 //!   the API serves;
 //! - `--man DIR`: `chime.1` and one page per subcommand (`chime-job-create.1`), from the same
@@ -33,6 +35,7 @@ pub fn run(args: &DocsArgs) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         write(dir, "cli.md", &cli_reference())?;
         write(dir, "metrics.md", &metrics_reference())?;
+        write(dir, "configuration.md", &configuration_reference())?;
         let openapi = serde_json::to_value(chime_api::openapi())?;
         write(dir, "api.md", &api_reference(&openapi))?;
         write(
@@ -85,6 +88,53 @@ fn metrics_reference() -> String {
             metric.unit.unwrap_or(""),
             cell(&metric.help)
         );
+    }
+    out
+}
+
+/// Every setting: its variable, `chime.toml` key, flag, default and meaning; then the variables
+/// a task receives.
+fn configuration_reference() -> String {
+    use chime_core::config::catalog::{FILE_TABLES, SETTINGS, TASK_VARIABLES, TOOL_VARIABLES};
+    let mut out = format!(
+        "{GENERATED}# Configuration reference\n\n\
+         Flags override environment variables, which override `chime.toml`, which overrides the \
+         defaults ([Configuration](../operations/configuration.md) says how the layers work). \
+         In `chime.toml` a key `worker.concurrency` is `concurrency` under `[worker]`.\n\n\
+         | variable | `chime.toml` | flag | default | meaning |\n| --- | --- | --- | --- | --- |\n"
+    );
+    let code = |text: &str| {
+        if text.is_empty() {
+            String::new()
+        } else {
+            format!("`{text}`")
+        }
+    };
+    for setting in SETTINGS {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} |",
+            setting.env,
+            code(setting.key),
+            code(setting.flag),
+            setting.default,
+            cell(setting.meaning)
+        );
+    }
+    out.push_str("\nTables only `chime.toml` holds:\n\n| key | meaning |\n| --- | --- |\n");
+    for (key, meaning) in FILE_TABLES {
+        let _ = writeln!(out, "| `[{key}]` | {} |", cell(meaning));
+    }
+    out.push_str(
+        "\nWhat a task's command receives (chime sets these; it reads none of them):\n\n\
+         | variable | what |\n| --- | --- |\n",
+    );
+    for (name, meaning) in TASK_VARIABLES {
+        let _ = writeln!(out, "| `{name}` | {} |", cell(meaning));
+    }
+    out.push_str("\nRead by chime's own tools only:\n\n| variable | what |\n| --- | --- |\n");
+    for (name, meaning) in TOOL_VARIABLES {
+        let _ = writeln!(out, "| `{name}` | {} |", cell(meaning));
     }
     out
 }

@@ -265,7 +265,8 @@ pub struct TriggerCreate {
     /// The job's group.
     #[arg(long)]
     job_group: Option<String>,
-    /// The schedule as JSON (README, "Schedules"), e.g. '{"kind":"cron","cron":"0 */5 * * * ?"}'.
+    /// The schedule as JSON (see the book: docs/src/concepts/triggers-and-schedules.md), e.g.
+    /// '{"kind":"cron","cron":"0 */5 * * * ?"}'.
     #[arg(long)]
     schedule: Option<String>,
     /// A cron expression (Quartz with seconds, or Unix with five fields), e.g. '0 */5 * * * ?'.
@@ -295,7 +296,7 @@ pub enum CalendarCommand {
     Create {
         /// Its name.
         name: String,
-        /// The calendar as JSON (README, "Schedules").
+        /// The calendar as JSON (see the book: docs/src/concepts/calendars.md).
         #[arg(long)]
         definition: String,
     },
@@ -303,7 +304,7 @@ pub enum CalendarCommand {
     Update {
         /// Its name.
         name: String,
-        /// The calendar as JSON (README, "Schedules").
+        /// The calendar as JSON (see the book: docs/src/concepts/calendars.md).
         #[arg(long)]
         definition: String,
     },

@@ -135,10 +135,10 @@ pub async fn run(client: &ApiClient, args: SubmitArgs) -> Result<()> {
     Ok(())
 }
 
-/// What `submit --wait` exits with (README, "Run it"): 0 for a success; a failed task's own exit
-/// code (1–255); 1 for a failure without one (a timeout, a lost worker, an upstream's failure, a
-/// command that could not start); 137 for a kill, as a shell reports a command killed by
-/// SIGKILL.
+/// What `submit --wait` exits with (docs/src/getting-started/first-job.md): 0 for a success; a
+/// failed task's own exit code (1–255); 1 for a failure without one (a timeout, a lost worker,
+/// an upstream's failure, a command that could not start); 137 for a kill, as a shell reports a
+/// command killed by SIGKILL.
 fn exit_code(task: &TaskView) -> u8 {
     use chime_core::model::TaskStatus;
     match task.status {

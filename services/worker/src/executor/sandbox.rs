@@ -10,7 +10,8 @@
 //! double-forked child included — is in it, and one write to `cgroup.kill` ends them all when the
 //! attempt ends, however it ends. Where no cgroup can be made (no cgroup v2, a read-only cgroupfs
 //! in a container, a worker without the right), the attempt's process group is killed instead;
-//! a process that starts a session of its own escapes that, and README says so.
+//! a process that starts a session of its own escapes that, and the book says so
+//! (docs/src/operations/guarantees.md).
 //!
 //! A worker killed with `-9`, or frozen, cleans nothing up itself: its guard
 //! ([`super::guard`]), a process of its own, kills every attempt of the worker when the worker is
