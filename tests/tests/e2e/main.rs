@@ -3,6 +3,7 @@
 
 mod adhoc;
 mod bad_input;
+mod book;
 mod dashboard;
 mod definitions;
 mod definitions_apply;

@@ -1,0 +1,169 @@
+//! The book's command sessions, run: every ```` ```console ```` block under `docs/src` is a
+//! session against a real `chime up` (this test's), and what each command prints must be what
+//! the book shows. A flag renamed in the code fails here until the book follows.
+//!
+//! In a block, a line `$ COMMAND` is run with `sh -c` (in one working directory per page, with
+//! `chime` on the PATH and the installation's settings in the environment); the lines up to the
+//! next `$ ` are its expected output, stdout then stderr. `[..]` in an expected line stands for
+//! any text within the line (an id, a time), and a line `...` for any number of lines.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use chime_cli::commands::services::Services;
+use chime_tests::TestEnv;
+
+/// One command of a session, where the book has it.
+struct Step {
+    page: PathBuf,
+    line: usize,
+    command: String,
+    expected: Vec<String>,
+}
+
+/// The sessions of one page, in order.
+fn sessions(page: &Path) -> Result<Vec<Step>> {
+    let text = std::fs::read_to_string(page)?;
+    let mut steps: Vec<Step> = Vec::new();
+    let mut inside = false;
+    for (number, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") {
+            inside = !inside && trimmed.trim_start_matches('`').trim() == "console";
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        if let Some(command) = line.strip_prefix("$ ") {
+            steps.push(Step {
+                page: page.to_path_buf(),
+                line: number + 1,
+                command: command.to_owned(),
+                expected: Vec::new(),
+            });
+        } else if let Some(step) = steps.last_mut() {
+            step.expected.push(line.to_owned());
+        }
+    }
+    Ok(steps)
+}
+
+/// Whether `actual` is `expected`, with `[..]` for any text in a line.
+fn line_matches(expected: &str, actual: &str) -> bool {
+    let parts: Vec<&str> = expected.split("[..]").collect();
+    if parts.len() == 1 {
+        return expected == actual;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !actual.starts_with(first) || actual.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &actual[first.len()..];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+/// Whether `actual` is `expected`, with `...` lines for any number of lines.
+fn lines_match(expected: &[String], actual: &[&str]) -> bool {
+    match expected.split_first() {
+        None => actual.is_empty(),
+        Some((first, rest)) if first == "..." => {
+            (0..=actual.len()).any(|skip| lines_match(rest, &actual[skip..]))
+        }
+        Some((first, rest)) => actual
+            .split_first()
+            .is_some_and(|(line, others)| line_matches(first, line) && lines_match(rest, others)),
+    }
+}
+
+fn pages(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            pages(&path, found)?;
+        } else if path.extension().is_some_and(|e| e == "md") {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_matcher_takes_wildcards_and_skipped_lines() {
+    assert!(line_matches("task [..] succeeded", "task 01a2 succeeded"));
+    assert!(!line_matches("task [..] succeeded", "task 01a2 failed"));
+    assert!(line_matches("[..]", ""));
+    let expected = vec!["a".to_owned(), "...".to_owned(), "z".to_owned()];
+    assert!(lines_match(&expected, &["a", "b", "c", "z"]));
+    assert!(lines_match(&expected, &["a", "z"]));
+    assert!(!lines_match(&expected, &["a", "b"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_books_command_sessions_print_what_the_book_shows() -> Result<()> {
+    let book = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src");
+    let mut found = Vec::new();
+    pages(&book, &mut found)?;
+    found.sort();
+    let mut env = TestEnv::new().await?;
+    env.start(Services::ALL).await?;
+    // `chime` on the PATH: the binary the tests built, under its own name.
+    let bin = chime_tests::scratch_dir("book-bin")?;
+    std::os::unix::fs::symlink(chime_tests::chime_binary()?, bin.join("chime"))?;
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for page in &found {
+        let steps = sessions(page)?;
+        if steps.is_empty() {
+            continue;
+        }
+        let dir = chime_tests::scratch_dir("book-page")?;
+        for step in steps {
+            let out = tokio::process::Command::new("sh")
+                .arg("-c")
+                .arg(&step.command)
+                .current_dir(&dir)
+                .env("PATH", &path)
+                .env("CHIME_API_URL", env.api_url())
+                .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+                .env_remove("CHIME_API_TOKEN")
+                .output()
+                .await
+                .with_context(|| format!("running {}", step.command))?;
+            let mut printed = String::from_utf8_lossy(&out.stdout).into_owned();
+            printed.push_str(&String::from_utf8_lossy(&out.stderr));
+            let actual: Vec<&str> = printed.lines().collect();
+            ran += 1;
+            if !lines_match(&step.expected, &actual) {
+                failures.push(format!(
+                    "{}:{}: $ {}\n--- the book shows\n{}\n--- it printed\n{}",
+                    step.page
+                        .strip_prefix(&book)
+                        .unwrap_or(&step.page)
+                        .display(),
+                    step.line,
+                    step.command,
+                    step.expected.join("\n"),
+                    printed.trim_end()
+                ));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let _ = std::fs::remove_dir_all(&bin);
+    env.cleanup().await?;
+    assert!(ran > 0, "no ```console session in the book");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    Ok(())
+}
