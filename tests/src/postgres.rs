@@ -48,14 +48,10 @@ impl PrivatePostgres {
         durable: bool,
         max_connections: u32,
     ) -> Result<Self> {
-        let bin = binaries()?;
-        let dir = std::env::temp_dir().join(format!("chime-pg-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir)?;
-        let port = port_outside_ephemeral_range()?;
         let server = Self {
-            dir,
-            bin,
-            port,
+            dir: server_dir().await?,
+            bin: binaries()?,
+            port: port_outside_ephemeral_range()?,
             password,
         };
         let pwfile = server.dir.join("pwfile");
@@ -66,14 +62,6 @@ impl PrivatePostgres {
             }
             None => "--auth=trust".to_string(),
         };
-        if is_root() {
-            let status = tokio::process::Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&server.dir)
-                .status()
-                .await?;
-            anyhow::ensure!(status.success(), "chown of {} failed", server.dir.display());
-        }
         let data = server.data_dir();
         let auth: Vec<&str> = auth.split(' ').collect();
         server
@@ -107,10 +95,7 @@ impl PrivatePostgres {
             server.port,
             path_str(&server.dir)?
         );
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(data.join("postgresql.conf"))
-            .and_then(|mut f| std::io::Write::write_all(&mut f, conf.as_bytes()))?;
+        append_conf(&data, &conf)?;
         server.resume().await?;
         Ok(server)
     }
@@ -123,18 +108,8 @@ impl PrivatePostgres {
             self.password.is_none(),
             "a standby of a server with passwords"
         );
-        let dir = std::env::temp_dir().join(format!("chime-pg-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir)?;
-        if is_root() {
-            let status = tokio::process::Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&dir)
-                .status()
-                .await?;
-            anyhow::ensure!(status.success(), "chown of {} failed", dir.display());
-        }
         let standby = Self {
-            dir,
+            dir: server_dir().await?,
             bin: self.bin.clone(),
             port: port_outside_ephemeral_range()?,
             password: None,
@@ -167,10 +142,7 @@ impl PrivatePostgres {
             standby.port,
             path_str(&standby.dir)?
         );
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(data.join("postgresql.conf"))
-            .and_then(|mut f| std::io::Write::write_all(&mut f, conf.as_bytes()))?;
+        append_conf(&data, &conf)?;
         standby.resume().await?;
         Ok(standby)
     }
@@ -333,6 +305,30 @@ impl PrivatePostgres {
         }
         Ok(())
     }
+}
+
+/// A new directory for a server, which the server's user owns (`postgres` when run as root).
+async fn server_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("chime-pg-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir)?;
+    if is_root() {
+        let status = tokio::process::Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&dir)
+            .status()
+            .await?;
+        anyhow::ensure!(status.success(), "chown of {} failed", dir.display());
+    }
+    Ok(dir)
+}
+
+/// Appends settings to a data directory's `postgresql.conf` (the last line of a setting wins).
+fn append_conf(data: &Path, conf: &str) -> Result<()> {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(data.join("postgresql.conf"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, conf.as_bytes()))?;
+    Ok(())
 }
 
 /// The newest installed PostgreSQL's `bin` directory (Debian's layout), or `pg_config --bindir`.
