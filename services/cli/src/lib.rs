@@ -48,13 +48,13 @@ struct GlobalArgs {
     #[arg(long, global = true, hide = true)]
     prefix: Option<String>,
     /// The API the client talks to [env: CHIME_API_URL]
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     api_url: Option<String>,
     /// Bearer token [env: CHIME_API_TOKEN]
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     token: Option<String>,
     /// Configuration file (default ./chime.toml) [env: CHIME_CONFIG]
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     config: Option<PathBuf>,
 }
 
@@ -431,7 +431,8 @@ enum BenchCommand {
 
 #[derive(Debug, Subcommand)]
 enum ScheduleCommand {
-    /// Prints a trigger's next fire times, one RFC 3339 UTC time per line.
+    /// Prints a schedule's next fire times in its zone, naming the hours a clock change skips or
+    /// repeats (--utc: one RFC 3339 UTC time per line).
     Preview(commands::schedule::PreviewArgs),
 }
 

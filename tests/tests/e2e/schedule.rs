@@ -121,7 +121,7 @@ async fn preview_refuses_bad_input_with_exit_2_and_the_reason() -> Result<()> {
             ],
             "error: unknown time zone \"Mars/Base\"",
         ),
-        (vec!["--trigger", "not json"], "error: --trigger:"),
+        (vec!["--trigger", "not json"], "error: --schedule:"),
         (
             vec![
                 "--trigger",

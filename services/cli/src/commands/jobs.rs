@@ -135,6 +135,10 @@ pub struct JobCreate {
     /// A script for `sh -c` (shell kind).
     #[arg(long)]
     script: Option<String>,
+    /// The directory the command runs in, on the worker (shell kind, given with its command;
+    /// default: the worker's own directory).
+    #[arg(long)]
+    cwd: Option<String>,
     /// Worker group.
     #[arg(long)]
     worker_group: Option<String>,
@@ -725,7 +729,11 @@ fn job_patch(args: &JobCreate) -> Result<serde_json::Value> {
     let mut set = |field: &str, value: serde_json::Value| {
         patch.insert(field.to_string(), value);
     };
-    if args.spec.is_some() || args.script.is_some() || !args.command.is_empty() {
+    if args.spec.is_some()
+        || args.script.is_some()
+        || args.cwd.is_some()
+        || !args.command.is_empty()
+    {
         set("spec", job_spec(args)?);
     }
     if let Some(kind) = &args.kind {
@@ -798,6 +806,26 @@ fn job_patch(args: &JobCreate) -> Result<serde_json::Value> {
 }
 
 fn job_spec(args: &JobCreate) -> Result<serde_json::Value> {
+    let mut spec = command_spec(args)?;
+    if let Some(cwd) = &args.cwd {
+        match spec.as_object_mut() {
+            Some(fields) if fields.contains_key("command") => {
+                fields.insert("cwd".into(), json!(cwd));
+            }
+            _ => {
+                return Err(BadInput(
+                    "--cwd is for a shell job's command: give it with the command (after --, \
+                     or --script)"
+                        .into(),
+                )
+                .into());
+            }
+        }
+    }
+    Ok(spec)
+}
+
+fn command_spec(args: &JobCreate) -> Result<serde_json::Value> {
     Ok(match (&args.spec, &args.script, args.command.is_empty()) {
         (Some(spec), None, true) => json_arg("--spec", spec)?,
         (None, Some(script), true) => json!({ "command": script }),

@@ -11,12 +11,12 @@ use crate::BadInput;
 /// `chime schedule preview (--cron EXPR [--tz ZONE] | --every 30s | --schedule JSON)
 /// [--calendar JSON] [--count N] [--utc]`
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("when").args(["trigger", "cron", "every"]).required(true)))]
+#[command(group(clap::ArgGroup::new("when").args(["schedule", "cron", "every"]).required(true)))]
 pub struct PreviewArgs {
     /// The schedule as JSON, as `trigger create --schedule` takes it, e.g.
     /// '{"kind":"cron","cron":"0 15 10 ? * 6L"}'.
-    #[arg(long, visible_alias = "schedule", value_name = "JSON")]
-    trigger: Option<String>,
+    #[arg(long, visible_alias = "trigger", value_name = "JSON")]
+    schedule: Option<String>,
     /// A cron expression (Quartz with seconds, or Unix with five fields), e.g. '0 */5 * * * ?'.
     #[arg(long)]
     cron: Option<String>,
@@ -91,8 +91,8 @@ pub fn run(args: PreviewArgs) -> Result<()> {
 
 /// The schedule the flags give.
 fn schedule(args: &PreviewArgs) -> Result<ScheduleSpec> {
-    if let Some(json) = &args.trigger {
-        return Ok(serde_json::from_str(json).map_err(|e| BadInput(format!("--trigger: {e}")))?);
+    if let Some(json) = &args.schedule {
+        return Ok(serde_json::from_str(json).map_err(|e| BadInput(format!("--schedule: {e}")))?);
     }
     if let Some(cron) = &args.cron {
         return Ok(ScheduleSpec::Cron {
