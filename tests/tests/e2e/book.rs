@@ -214,3 +214,55 @@ async fn the_books_command_sessions_print_what_the_book_shows() -> Result<()> {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     Ok(())
 }
+
+/// The commands `chime <path> --help` lists under "Commands:" (without `help`).
+fn listed_commands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|line| line.trim_end() != "Commands:")
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The generated CLI reference has a section for every command `chime --help` lists, and for
+/// every subcommand those list in turn.
+#[test]
+fn the_cli_reference_lists_every_command_the_help_lists() -> Result<()> {
+    let reference = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/reference/cli.md"),
+    )?;
+    let binary = chime_tests::chime_binary()?;
+    let mut pending = vec![Vec::<String>::new()];
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    while let Some(path) = pending.pop() {
+        let out = std::process::Command::new(&binary)
+            .args(&path)
+            .arg("--help")
+            .env("CHIME_CONFIG", "/nonexistent/chime.toml")
+            .output()?;
+        let help = String::from_utf8_lossy(&out.stdout);
+        for command in listed_commands(&help) {
+            let mut sub = path.clone();
+            sub.push(command);
+            let heading = format!("## `chime {}`", sub.join(" "));
+            if !reference.lines().any(|line| line == heading) {
+                missing.push(heading);
+            }
+            checked += 1;
+            pending.push(sub);
+        }
+    }
+    assert!(
+        checked > 50,
+        "only {checked} commands found in chime's help"
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/src/reference/cli.md lacks: {missing:?} (run scripts/docs)"
+    );
+    Ok(())
+}
