@@ -17,6 +17,17 @@ pub const MAX_NAME_CHARS: usize = 200;
 
 /// Why `name` cannot name a job, trigger, calendar or group, if it cannot; `what` says which
 /// (`"job name"`, `"trigger group"`, …) and leads the message.
+///
+/// ```
+/// use chime_core::model::names::{check_name, nfc};
+///
+/// assert_eq!(check_name("job name", "nightly-export"), Ok(()));
+/// // A right-to-left override would show this name as "reportexe.txt".
+/// let refused = check_name("job name", "report\u{202E}txt.exe");
+/// assert!(refused.is_err_and(|why| why.contains("U+202E")));
+/// // "é" typed as "e" and a combining accent is the same name as the one character.
+/// assert_eq!(nfc("cafe\u{301}"), "caf\u{e9}");
+/// ```
 pub fn check_name(what: &str, name: &str) -> Result<(), String> {
     let shown = name.escape_debug();
     let chars = name.chars().count();

@@ -467,6 +467,28 @@ pub const MAX_PREVIEW: usize = 10_000;
 
 /// The first `count` fire times of a trigger (through an optional calendar), from its start or,
 /// without one, from `now`: `chime schedule preview` and `POST /api/v1/schedule/preview`.
+///
+/// The last Friday of each month at 10:15 in New York, skipping Christmas Eve and New Year's
+/// Eve:
+///
+/// ```
+/// use chime_core::schedule::{CalendarSpec, ScheduleSpec, format_fire_time, preview};
+///
+/// let trigger: ScheduleSpec = serde_json::from_str(
+///     r#"{"kind": "cron", "cron": "0 15 10 ? * 6L", "time_zone": "America/New_York"}"#,
+/// )?;
+/// let holidays: CalendarSpec =
+///     serde_json::from_str(r#"{"kind": "annual", "excluded_days": ["12-24", "12-31"]}"#)?;
+/// let now = "2027-10-01T00:00:00Z".parse()?;
+/// let fires = preview(&trigger, Some(&holidays), 3, now)?;
+/// let fires: Vec<String> = fires.into_iter().map(format_fire_time).collect();
+/// // Friday 31 December 2027 is excluded; New York is on UTC-4 in October, UTC-5 after.
+/// assert_eq!(
+///     fires,
+///     ["2027-10-29T14:15:00.000Z", "2027-11-26T15:15:00.000Z", "2028-01-28T15:15:00.000Z"],
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn preview(
     trigger: &ScheduleSpec,
     calendar: Option<&CalendarSpec>,
