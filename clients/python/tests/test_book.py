@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import signal
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -46,9 +47,20 @@ def test_the_books_python_examples_print_what_the_book_shows(
     monkeypatch.setenv("CHIME_AMQP_URL", api.amqp)
     monkeypatch.setenv("CHIME_PREFIX", api.prefix)
     namespace: dict = {"__name__": "__book__"}
-    for line, code, expected in examples(PAGE.read_text()):
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            exec(compile(code, f"{PAGE.name}:{line}", "exec"), namespace)
-        if expected is not None:
-            assert printed.getvalue() == expected, f"{PAGE.name}:{line} printed otherwise"
+
+    # A follow without a deadline (task.logs) would otherwise wait for ever on a stuck task.
+    def stuck(_signal: int, _frame: object) -> None:
+        raise TimeoutError("an example of the Python page ran past 180 s")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(180)
+    try:
+        for line, code, expected in examples(PAGE.read_text()):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(compile(code, f"{PAGE.name}:{line}", "exec"), namespace)
+            if expected is not None:
+                assert printed.getvalue() == expected, f"{PAGE.name}:{line} printed otherwise"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -478,7 +478,8 @@ pub const MAX_PREVIEW: usize = 10_000;
 ///     r#"{"kind": "cron", "cron": "0 15 10 ? * 6L", "time_zone": "America/New_York"}"#,
 /// )?;
 /// let holidays: CalendarSpec =
-///     serde_json::from_str(r#"{"kind": "annual", "excluded_days": ["12-24", "12-31"]}"#)?;
+///     serde_json::from_str(r#"{"kind": "annual", "excluded_days": ["12-24", "12-31"],
+///                             "time_zone": "America/New_York"}"#)?;
 /// let now = "2027-10-01T00:00:00Z".parse()?;
 /// let fires = preview(&trigger, Some(&holidays), 3, now)?;
 /// let fires: Vec<String> = fires.into_iter().map(format_fire_time).collect();

@@ -31,15 +31,19 @@ fn sessions(page: &Path) -> Result<Vec<Step>> {
     let text = std::fs::read_to_string(page)?;
     let mut steps: Vec<Step> = Vec::new();
     let mut inside = false;
+    // A block indented under a list item: its lines lose the fence's indentation.
+    let mut indent = 0;
     for (number, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
         if trimmed.starts_with("```") {
             inside = !inside && trimmed.trim_start_matches('`').trim() == "console";
+            indent = line.len() - trimmed.len();
             continue;
         }
         if !inside {
             continue;
         }
+        let line = line.get(indent..).unwrap_or(line.trim_start());
         if let Some(command) = line.strip_prefix("$ ") {
             steps.push(Step {
                 page: page.to_path_buf(),
@@ -57,8 +61,12 @@ fn sessions(page: &Path) -> Result<Vec<Step>> {
 /// How long a reading command is run again before its output counts as wrong.
 const SETTLE: Duration = Duration::from_secs(20);
 
-/// Whether `command` only reads what chime holds, so running it again changes nothing.
+/// Whether `command` only reads what chime holds, so running it again changes nothing: one
+/// reading `chime` verb, nothing chained, piped or redirected after it.
 fn only_reads(command: &str) -> bool {
+    if command.contains([';', '&', '|', '>', '<', '`', '$', '\n']) {
+        return false;
+    }
     const READS: &[&str] = &[
         "task list",
         "task show",
@@ -139,6 +147,9 @@ fn the_matcher_takes_wildcards_and_skipped_lines() {
     assert!(only_reads("chime workers"));
     assert!(!only_reads("chime task rerun --job extract"));
     assert!(!only_reads("chime workers-of-another-kind"));
+    assert!(!only_reads("chime task list && chime task rerun --job x"));
+    assert!(!only_reads("chime task list; chime job delete x"));
+    assert!(!only_reads("chime task list $(chime job run x)"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,7 @@ async fn preview(args: &[&str]) -> Result<std::process::Output> {
 
 #[tokio::test]
 async fn preview_prints_one_utc_time_per_line_without_a_server() -> Result<()> {
+    // --trigger, the flag's old name, is an alias of --schedule.
     let out = preview(&["--trigger", LAST_FRIDAY, "--count", "3", "--utc"]).await?;
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
@@ -24,7 +25,7 @@ async fn preview_prints_one_utc_time_per_line_without_a_server() -> Result<()> {
         "2026-01-30T15:15:00.000Z\n2026-02-27T15:15:00.000Z\n2026-03-27T14:15:00.000Z\n"
     );
     let with_calendar = preview(&[
-        "--trigger",
+        "--schedule",
         r#"{"kind":"simple","interval_ms":86400000,"repeat_count":-1,"start_time":"2026-01-02T09:00:00Z"}"#,
         "--calendar",
         r#"{"kind":"weekly","excluded_days":["SAT","SUN"]}"#,
@@ -60,7 +61,7 @@ async fn preview_prints_in_the_schedules_zone_and_names_the_hours_a_clock_change
     );
     // 01:30 over the autumn change: the hour happens twice, the trigger fires once.
     let autumn = preview(&[
-        "--trigger",
+        "--schedule",
         r#"{"kind":"cron","cron":"0 30 1 * * ?","time_zone":"America/New_York","start_time":"2027-11-06T00:00:00Z"}"#,
         "--count",
         "2",
@@ -111,20 +112,20 @@ async fn preview_prints_in_the_schedules_zone_and_names_the_hours_a_clock_change
 async fn preview_refuses_bad_input_with_exit_2_and_the_reason() -> Result<()> {
     for (args, needle) in [
         (
-            vec!["--trigger", r#"{"kind":"cron","cron":"0 0 12 32 * ?"}"#],
+            vec!["--schedule", r#"{"kind":"cron","cron":"0 0 12 32 * ?"}"#],
             "error: cron field 4 (day-of-month): 32 is out of range 1-31",
         ),
         (
             vec![
-                "--trigger",
+                "--schedule",
                 r#"{"kind":"cron","cron":"0 0 12 * * ?","time_zone":"Mars/Base"}"#,
             ],
             "error: unknown time zone \"Mars/Base\"",
         ),
-        (vec!["--trigger", "not json"], "error: --schedule:"),
+        (vec!["--schedule", "not json"], "error: --schedule:"),
         (
             vec![
-                "--trigger",
+                "--schedule",
                 LAST_FRIDAY,
                 "--calendar",
                 r#"{"kind":"weekly","excluded_days":["XYZ"]}"#,

@@ -136,7 +136,8 @@ pub struct JobCreate {
     #[arg(long)]
     script: Option<String>,
     /// The directory the command runs in, on the worker (shell kind, given with its command;
-    /// default: the worker's own directory).
+    /// default: the worker's own directory). An update given a command replaces the whole spec:
+    /// give --cwd again to keep one.
     #[arg(long)]
     cwd: Option<String>,
     /// Worker group.
