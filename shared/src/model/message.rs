@@ -5,6 +5,7 @@
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::submission::NewTask;
@@ -28,8 +29,8 @@ pub enum MessageError {
 }
 
 /// "Run attempt `attempt` of task `task_id`": published to `<prefix>.tasks` with the worker group as
-/// routing key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// routing key. Its fields are the book's AMQP reference (`chime docs` reads this schema).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TaskMessage {
     /// Schema version.
     pub v: u32,
@@ -42,12 +43,15 @@ pub struct TaskMessage {
     /// Worker group (also the routing key).
     pub group: String,
     /// The executor's input.
+    #[schema(value_type = Object)]
     pub spec: serde_json::Value,
     /// The task's data.
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub data: serde_json::Value,
     /// The data time it runs for.
     #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub data_time: Option<Timestamp>,
     /// Timeout of the attempt.
     #[serde(default)]
@@ -58,8 +62,9 @@ pub struct TaskMessage {
 }
 
 /// A task's lifecycle event: published to `<prefix>.events` with routing key
-/// `task.<status>.<group>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `task.<status>.<group>`. The outbox writes it with the SQL function `task_event`, which a
+/// test holds to these fields; they are the book's AMQP reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TaskEvent {
     /// Schema version.
     pub v: u32,
@@ -76,11 +81,13 @@ pub struct TaskEvent {
     pub job_id: Option<i64>,
     /// Its data time.
     #[serde(default)]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub data_time: Option<Timestamp>,
-    /// Why, for failures.
+    /// Why, for an end other than success (`failed`, `lost`, `killed`, `upstream_failed`, …).
     #[serde(default)]
     pub reason: Option<String>,
     /// When the change was made.
+    #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
 }
 
@@ -92,7 +99,7 @@ impl TaskEvent {
 }
 
 /// A command for one worker, published to `<prefix>.control` with the worker's id as routing key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ControlMessage {
     /// Schema version.
     pub v: u32,
@@ -107,7 +114,7 @@ pub struct ControlMessage {
 }
 
 /// What a [`ControlMessage`] asks of a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ControlCommand {
     /// Kill the attempt's process group; the task ends `killed`.

@@ -13,7 +13,8 @@ use crate::config::is_valid_name;
 /// The largest spec plus data a task may carry, in bytes of JSON.
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 
-/// How the interval between retries grows.
+/// How the interval between retries grows: `{"kind":"fixed"}` or
+/// `{"kind":"exponential","factor":2,"max_interval_ms":600000,"jitter":0.1}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Backoff {

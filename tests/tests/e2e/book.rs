@@ -277,3 +277,47 @@ fn the_cli_reference_lists_every_command_the_help_lists() -> Result<()> {
     );
     Ok(())
 }
+
+/// The AMQP reference lists a task event's fields from `TaskEvent`'s schema, but the outbox
+/// writes events with the SQL function `task_event`: the two must name the same fields.
+#[tokio::test]
+async fn the_task_events_the_store_writes_have_the_fields_the_reference_lists() -> Result<()> {
+    use chime_core::model::message::TaskEvent;
+    use utoipa::PartialSchema;
+    let env = TestEnv::new().await?;
+    let event: serde_json::Value = sqlx::query_scalar(
+        "SELECT task_event(gen_random_uuid(), 2, 'failed', 'default', 7, now(), 'lost', now())",
+    )
+    .fetch_one(env.store.pool())
+    .await?;
+    let written: std::collections::BTreeSet<String> = event
+        .as_object()
+        .context("a task event is a JSON object")?
+        .keys()
+        .cloned()
+        .collect();
+    let schema = serde_json::to_value(TaskEvent::schema())?;
+    let listed: std::collections::BTreeSet<String> = schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .context("TaskEvent's schema has properties")?
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(
+        written, listed,
+        "task_event() and TaskEvent name other fields"
+    );
+    serde_json::from_value::<TaskEvent>(event)?;
+    let reference = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/reference/amqp.md"),
+    )?;
+    for field in &listed {
+        assert!(
+            reference.contains(&format!("| `{field}` |")),
+            "docs/src/reference/amqp.md does not list the event field {field} (run scripts/docs)"
+        );
+    }
+    env.cleanup().await?;
+    Ok(())
+}

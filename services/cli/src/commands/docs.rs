@@ -7,6 +7,8 @@
 //!   catalogue (`chime_core::config::catalog`);
 //! - `reference/api.md` and `reference/openapi.json`: the REST API, from the OpenAPI document
 //!   the API serves;
+//! - `reference/amqp.md`: the AMQP messages, the text of `amqp_reference.md` with each message's
+//!   fields from the schema of the type that encodes or decodes it;
 //! - `--man DIR`: `chime.1` and one page per subcommand (`chime-job-create.1`), from the same
 //!   clap definitions (`clap_mangen`); the Debian package installs them.
 //!
@@ -38,6 +40,7 @@ pub fn run(args: &DocsArgs) -> Result<()> {
         write(dir, "configuration.md", &configuration_reference())?;
         let openapi = serde_json::to_value(chime_api::openapi())?;
         write(dir, "api.md", &api_reference(&openapi))?;
+        write(dir, "amqp.md", &amqp_reference()?)?;
         write(
             dir,
             "openapi.json",
@@ -217,6 +220,168 @@ fn api_reference(document: &serde_json::Value) -> String {
         }
     }
     out
+}
+
+/// The AMQP reference: its text, with a table of fields wherever a line is `{{fields TYPE}}`.
+fn amqp_reference() -> Result<String> {
+    use chime_core::model::message::{ControlCommand, ControlMessage, TaskEvent, TaskMessage};
+    use chime_core::model::submission::{Backoff, NewTask};
+    use chime_core::model::task::TaskStatus;
+    use utoipa::PartialSchema;
+    let schema = |schema: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>| {
+        serde_json::to_value(schema).context("writing a message's schema")
+    };
+    let messages = [
+        ("NewTask", schema(NewTask::schema())?),
+        ("TaskMessage", schema(TaskMessage::schema())?),
+        ("TaskEvent", schema(TaskEvent::schema())?),
+        ("ControlMessage", schema(ControlMessage::schema())?),
+    ];
+    let referred = [
+        ("TaskStatus", schema(TaskStatus::schema())?),
+        ("ControlCommand", schema(ControlCommand::schema())?),
+        ("Backoff", schema(Backoff::schema())?),
+    ];
+    let text = include_str!("amqp_reference.md");
+    // The template's own comment says what it is; the generated file says where it comes from.
+    let text = text.split_once("-->\n").map_or(text, |(_, rest)| rest);
+    let mut out = GENERATED.to_owned();
+    for line in text.lines() {
+        let wanted = line
+            .strip_prefix("{{fields ")
+            .and_then(|rest| rest.strip_suffix("}}"));
+        match wanted {
+            Some(name) => {
+                let Some((_, message)) = messages.iter().find(|(n, _)| *n == name) else {
+                    anyhow::bail!(
+                        "amqp_reference.md asks for the fields of {name}, which is no message"
+                    );
+                };
+                out.push_str(&fields_table(message, &referred));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A message's fields as a table: `v` first, then the required ones, then the rest, each with
+/// its type and its doc comment.
+fn fields_table(schema: &serde_json::Value, referred: &[(&str, serde_json::Value)]) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let mut fields: Vec<(&String, &serde_json::Value)> = schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|p| p.iter().collect())
+        .unwrap_or_default();
+    let mut out = String::from("| field | type | required | what |\n| --- | --- | --- | --- |\n");
+    if !fields.iter().any(|(name, _)| name.as_str() == "v") {
+        out.push_str("| `v` | integer | yes | Schema version: 1. |\n");
+    }
+    fields.sort_by_key(|(name, _)| {
+        (
+            name.as_str() != "v",
+            !required.contains(&name.as_str()),
+            name.to_string(),
+        )
+    });
+    for (name, field) in fields {
+        // A field that refers to another type carries that type's description (OpenAPI drops a
+        // description beside a reference).
+        let reference = field.get("$ref").or_else(|| {
+            ["oneOf", "anyOf", "allOf"]
+                .iter()
+                .filter_map(|key| field.get(*key).and_then(|m| m.as_array()))
+                .flatten()
+                .find_map(|member| member.get("$ref"))
+        });
+        let referred_description = reference
+            .and_then(|r| r.as_str())
+            .and_then(|r| r.rsplit('/').next())
+            .and_then(|name| referred.iter().find(|(n, _)| *n == name))
+            .and_then(|(_, s)| s.get("description"))
+            .and_then(|d| d.as_str());
+        let what = field
+            .get("description")
+            .and_then(|d| d.as_str())
+            .or(referred_description)
+            .unwrap_or("");
+        let what = if name == "v" {
+            "Schema version: 1."
+        } else {
+            what
+        };
+        let _ = writeln!(
+            out,
+            "| `{name}` | {} | {} | {} |",
+            cell(&type_of(field, referred)),
+            if required.contains(&name.as_str()) {
+                "yes"
+            } else {
+                "no"
+            },
+            cell(what)
+        );
+    }
+    out
+}
+
+/// A field's type in words: its JSON type (RFC 3339 for a time), or the type it refers to, with
+/// an enumeration's values.
+fn type_of(schema: &serde_json::Value, referred: &[(&str, serde_json::Value)]) -> String {
+    if let Some(reference) = schema.get("$ref").and_then(|r| r.as_str()) {
+        let name = reference.rsplit('/').next().unwrap_or(reference);
+        let values: Vec<String> = referred
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, s)| s.get("enum"))
+            .and_then(|e| e.as_array())
+            .map(|e| {
+                e.iter()
+                    .filter_map(|v| v.as_str())
+                    .map(|v| format!("`{v}`"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        return if values.is_empty() {
+            "object".to_owned()
+        } else {
+            format!("one of {}", values.join(", "))
+        };
+    }
+    for key in ["oneOf", "anyOf", "allOf"] {
+        if let Some(members) = schema.get(key).and_then(|m| m.as_array()) {
+            let types: Vec<String> = members
+                .iter()
+                .filter(|m| m.get("type").and_then(|t| t.as_str()) != Some("null"))
+                .map(|m| type_of(m, referred))
+                .collect();
+            return types.join(" or ");
+        }
+    }
+    let format = schema.get("format").and_then(|f| f.as_str());
+    let kind = match schema.get("type") {
+        Some(serde_json::Value::String(kind)) => kind.clone(),
+        Some(serde_json::Value::Array(kinds)) => kinds
+            .iter()
+            .filter_map(|k| k.as_str())
+            .filter(|k| *k != "null")
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ => "any JSON".to_owned(),
+    };
+    match format {
+        Some("date-time") => "string (RFC 3339)".to_owned(),
+        Some("uuid") => "string (UUID)".to_owned(),
+        _ => kind,
+    }
 }
 
 /// The schema a body refers to, by name where it has one.
