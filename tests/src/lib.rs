@@ -279,12 +279,24 @@ impl TestEnv {
         args: &[&str],
         envs: &[(&str, &str)],
     ) -> Result<tokio::process::Child> {
+        // CHIME_TEST_SERVICE_LOGS=DIR keeps each service's output in DIR, at INFO, to see what
+        // a failing test's services did.
+        let kept = std::env::var_os("CHIME_TEST_SERVICE_LOGS").is_some();
+        let log = |suffix: &str| -> Result<std::process::Stdio> {
+            let Some(dir) = std::env::var_os("CHIME_TEST_SERVICE_LOGS") else {
+                return Ok(std::process::Stdio::null());
+            };
+            std::fs::create_dir_all(&dir)?;
+            let name = format!("{}-{}.{suffix}", args.join("_"), Uuid::now_v7());
+            Ok(std::fs::File::create(std::path::Path::new(&dir).join(name))?.into())
+        };
         Ok(self
             .chime_command(args)?
             .envs(envs.iter().copied())
             .env("CHIME_DB_POOL_SIZE", "4")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .env("RUST_LOG", if kept { "info" } else { "warn" })
+            .stdout(log("out")?)
+            .stderr(log("err")?)
             .spawn()
             .inspect(|child| self.track(child))?)
     }

@@ -182,9 +182,9 @@ async fn run(
             return;
         };
         if runs_instantly(&message.kind, &message.spec) {
-            return complete(worker, origin, message).await;
+            return complete(worker, origin, message, lease_mark).await;
         }
-        let recorded = match until_answered(worker, || {
+        let recorded = match until_answered(worker, lease_mark, || {
             worker
                 .transitions
                 .start_attempt(message.clone(), origin.pace())
@@ -200,9 +200,9 @@ async fn run(
                 return not_started(worker, origin, &message, shadowed).await;
             }
             None => {
-                // Draining while the database is unreachable: the message goes back. Had the
-                // start committed unheard, the heartbeat finds the attempt running here but not
-                // held, and releases it.
+                // Draining while the database is unreachable, or the lease ran out while it was
+                // asked: the message goes back. Had the start committed unheard, the heartbeat
+                // finds the attempt running here but not held, and releases it.
                 worker.let_go(key);
                 return origin.give_back(worker, &message).await;
             }
@@ -408,9 +408,9 @@ fn differs(message: &TaskMessage, recorded: &TaskMessage) -> Option<&'static str
 /// commit, then acked; a message whose attempt was not ready goes where a start's would. A
 /// completion that committed while this worker saw an error is, asked again, no longer ready:
 /// the task is right and the delivery acked, and the counters count a duplicate.
-async fn complete(worker: &Worker, origin: Origin<'_>, message: TaskMessage) {
+async fn complete(worker: &Worker, origin: Origin<'_>, message: TaskMessage, lease_mark: u64) {
     let key = (message.task_id, message.attempt);
-    let completed = until_answered(worker, || {
+    let completed = until_answered(worker, lease_mark, || {
         worker
             .transitions
             .complete_attempt(message.clone(), origin.pace())
@@ -434,8 +434,8 @@ async fn complete(worker: &Worker, origin: Origin<'_>, message: TaskMessage) {
             }
             not_started(worker, origin, &message, shadowed).await;
         }
-        // Draining while the database is unreachable: the message goes back (a completion that
-        // committed unheard makes it a duplicate there).
+        // Draining while the database is unreachable, or the lease ran out meanwhile: the
+        // message goes back (a completion that committed unheard makes it a duplicate there).
         None => origin.give_back(worker, &message).await,
     }
 }
@@ -444,14 +444,22 @@ async fn complete(worker: &Worker, origin: Origin<'_>, message: TaskMessage) {
 /// delivery is held (not requeued), so the worker's prefetch fills and the broker stops
 /// delivering — no requeue loop spends the queue's delivery limit. The answer is what the
 /// transition gave back, or None if the attempt was not ready; None outside if the worker began
-/// draining first.
-async fn until_answered<V, F, Fut>(worker: &Worker, ask: F) -> Option<Option<V>>
+/// draining first, or if the lease counted at `lease_mark` (when the worker took hold of the
+/// attempt) ran out meanwhile: a start asked for after that would commit under a later lease
+/// what was taken under an earlier one, and be let go unrun. (A start that committed unheard
+/// before is found running here but not held by the heartbeat, and released as never run.)
+async fn until_answered<V, F, Fut>(worker: &Worker, lease_mark: u64, ask: F) -> Option<Option<V>>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = crate::transitions::Answer<V>>,
 {
     let mut delay = Duration::from_millis(100);
     loop {
+        if worker.lease.lost_since(lease_mark) {
+            info!("the lease ran out while the database was asked; giving the message back");
+            metrics::counter!("chime_worker_lapsed_starts_total").increment(1);
+            return None;
+        }
         match ask().await {
             Ok(started) => return Some(started),
             Err(error) => {
@@ -512,19 +520,26 @@ async fn record_end(
 ) -> Option<Option<TaskStatus>> {
     let mut delay = Duration::from_millis(100);
     loop {
-        let recorded = match &finished.end {
-            // Cut short by this worker's shutdown: a lost attempt, as if the worker had died.
-            AttemptEnd::Abandoned(_) => task_lifecycle::release_attempts(
+        let released = match &finished.end {
+            // Cut short by this worker's shutdown or its lease: a lost attempt, as if the worker
+            // had died.
+            AttemptEnd::Abandoned(_) => Some(task_lifecycle::Release::Interrupted),
+            // Let go before it started: the task goes on to its next attempt.
+            AttemptEnd::NeverRan => Some(task_lifecycle::Release::NeverRan),
+            _ => None,
+        };
+        let recorded = match released {
+            Some(why) => task_lifecycle::release_attempts(
                 &worker.store,
                 worker.topology(),
                 &worker.identity,
                 &[(finished.task_id, finished.attempt)],
-                task_lifecycle::Release::Interrupted,
+                why,
             )
             .await
             .map(|moved| (moved > 0).then_some(None))
             .map_err(std::sync::Arc::new),
-            _ => worker
+            None => worker
                 .transitions
                 .finish_attempt(finished.clone(), pace)
                 .await

@@ -234,6 +234,11 @@ pub fn describe() {
         "chime_worker_self_fenced_total",
         "Attempts this worker abandoned because its heartbeat could not be written in time."
     );
+    describe_counter!(
+        "chime_worker_lapsed_starts_total",
+        "Messages this worker gave back unstarted because its lease ran out while it asked \
+         PostgreSQL to start them."
+    );
     describe_histogram!(
         "chime_worker_heartbeat_seconds",
         Unit::Seconds,
@@ -342,6 +347,7 @@ pub fn register_at_zero(role: Role, worker_groups: &[String], kinds: &[String]) 
             "chime_worker_submissions_taken_total",
             "chime_worker_mismatched_messages_total",
             "chime_worker_self_fenced_total",
+            "chime_worker_lapsed_starts_total",
             "chime_worker_refusal_graces_total",
             "chime_worker_unheld_released_total",
             "chime_worker_attempts_recovered_total",

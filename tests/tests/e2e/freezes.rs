@@ -543,3 +543,56 @@ i=0; while [ $i -lt $n ]; do echo "$CHIME_TASK_ID $CHIME_ATTEMPT tick $(date +%s
     let _ = std::fs::remove_dir_all(&dir);
     env.cleanup().await
 }
+
+/// A worker refused alone by PostgreSQL takes a message while its grace holds its lease, and
+/// cannot start it: the refusal outlasts the grace, so the lease it took the message under runs
+/// out. Once the worker is back, the task runs, and succeeds, though it allows no retry. Before,
+/// the start committed under the renewed lease, the worker then let the attempt go as
+/// interrupted (it had been taken under the lapsed one), and the task failed, lost, without its
+/// command ever running (the chaos suite's 3c, 2026-11-29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_taken_before_the_lease_ran_out_runs_once_the_worker_is_back() -> Result<()> {
+    let mut env = TestEnv::new().await?;
+    env.start(Services {
+        api: true,
+        worker: false,
+        scheduler: true,
+        dependency: false,
+    })
+    .await?;
+    let (proxy, url) = env.database_proxy().await?;
+    let _refused = env.spawn_chime_with(
+        &["worker", "--concurrency", "1"],
+        &[("CHIME_DATABASE_URL", url.as_str())],
+    )?;
+    online_workers(&env, 1).await?;
+    proxy.refuse();
+    // Delivered to the worker while its lease holds, under the grace the refusal began.
+    let id = env
+        .submit(&["--kind", "shell", "--", "echo", "ran"])
+        .await?;
+    chime_tests::eventually_within(
+        "the refused worker to be declared gone",
+        Duration::from_secs(90),
+        || async {
+            let offline: bool =
+                sqlx::query_scalar("SELECT bool_and(status = 'offline') FROM workers")
+                    .fetch_one(env.store.pool())
+                    .await?;
+            Ok(offline)
+        },
+    )
+    .await?;
+    assert_eq!(env.task(id).await?.status, TaskStatus::Ready);
+    proxy.restore();
+    let task = env.wait_terminal(id).await?;
+    assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+    for attempt in &task.attempts {
+        // Let go unrun is allowed (a start in flight when the lease ran out); lost otherwise is not.
+        if attempt.outcome == Some(AttemptOutcome::Lost) {
+            let error = attempt.error.as_deref().unwrap_or_default();
+            assert!(error.contains("never ran"), "{task:?}");
+        }
+    }
+    env.cleanup().await
+}

@@ -90,7 +90,7 @@ impl Attempt {
         self.lease.0.lost_since(self.lease.1)
     }
 
-    /// The end of an attempt that did not start, or was stopped, because the lease was lost.
+    /// The end of an attempt stopped because the lease was lost while its command ran.
     pub fn lease_lost_end(&self, result: TaskResult) -> AttemptEnd {
         tracing::warn!(
             lapsed = self.lease.0.mark() != self.lease.1,
@@ -101,6 +101,18 @@ impl Attempt {
             error: Some("interrupted: the worker's lease ran out".into()),
             ..result
         })
+    }
+
+    /// The end of an attempt let go before its command started, because the lease was lost
+    /// since the worker took hold of it: nothing ran, so the task goes on to its next attempt
+    /// as if this worker had never had it.
+    pub fn lease_lost_before_start(&self) -> AttemptEnd {
+        tracing::warn!(
+            lapsed = self.lease.0.mark() != self.lease.1,
+            held = self.lease.0.held(),
+            "the attempt is let go unrun: the worker's lease ran out since it was taken"
+        );
+        AttemptEnd::NeverRan
     }
 
     /// Resolves when the attempt must stop: its timeout, a kill, or the worker's shutdown.
@@ -215,7 +227,7 @@ impl Executors {
     /// Runs the attempt to its end.
     pub async fn execute(&self, attempt: &Attempt) -> AttemptEnd {
         if attempt.lease_lost() {
-            return attempt.lease_lost_end(TaskResult::default());
+            return attempt.lease_lost_before_start();
         }
         let spec = &attempt.message.spec;
         let kind = attempt.message.kind.as_str();

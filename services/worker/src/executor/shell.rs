@@ -265,7 +265,7 @@ pub async fn run(
     // A worker frozen since it started the attempt may have lost it meanwhile: nothing starts
     // once the lease is gone (the guard kills only what is in the cgroup when it looks).
     if attempt.lease_lost() {
-        return attempt.lease_lost_end(TaskResult::default());
+        return attempt.lease_lost_before_start();
     }
     // stdout and stderr share one pipe, so the output keeps the order in which the command
     // wrote it (two pipes read side by side interleave fast writes out of order).

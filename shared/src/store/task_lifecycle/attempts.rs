@@ -40,6 +40,11 @@ pub enum AttemptEnd {
     /// [`release_attempts`] as a lost attempt ([`Release::Interrupted`]), never by
     /// [`finish_attempts`].
     Abandoned(TaskResult),
+    /// The worker let it go before its command started, because the lease it took the attempt
+    /// under ran out meanwhile (recovery may have taken the attempt since): nothing ran.
+    /// Recorded by [`release_attempts`] as never run ([`Release::NeverRan`]): the task goes on
+    /// to its next attempt with no failure counted.
+    NeverRan,
 }
 
 impl AttemptEnd {
@@ -50,7 +55,7 @@ impl AttemptEnd {
             Self::Failed { .. } => AttemptOutcome::Failed,
             Self::Rejected { .. } => AttemptOutcome::Rejected,
             Self::Killed(_) => AttemptOutcome::Killed,
-            Self::Abandoned(_) => AttemptOutcome::Lost,
+            Self::Abandoned(_) | Self::NeverRan => AttemptOutcome::Lost,
         }
     }
 }
@@ -428,10 +433,11 @@ pub async fn finish_attempts(
     worker: &WorkerIdentity,
     finished: &[FinishedAttempt],
 ) -> Result<Vec<((Uuid, i32), TaskStatus)>, StoreError> {
-    // An abandoned attempt is a lost one (release_attempts), not an end this statement records.
+    // An abandoned attempt, or one never run, is a lost one (release_attempts), not an end this
+    // statement records.
     let finished: Vec<&FinishedAttempt> = finished
         .iter()
-        .filter(|f| !matches!(f.end, AttemptEnd::Abandoned(_)))
+        .filter(|f| !matches!(f.end, AttemptEnd::Abandoned(_) | AttemptEnd::NeverRan))
         .collect();
     let n = finished.len();
     let mut ids = Vec::with_capacity(n);
@@ -449,7 +455,9 @@ pub async fn finish_attempts(
                 retry_after,
             } => (Some("rejected"), result.clone(), *retry_after),
             AttemptEnd::Killed(result) => (Some("killed"), result.clone(), None),
+            // Filtered out above.
             AttemptEnd::Abandoned(result) => (Some("interrupted"), result.clone(), None),
+            AttemptEnd::NeverRan => (Some("interrupted"), TaskResult::default(), None),
         };
         ids.push(f.task_id);
         attempts.push(f.attempt);

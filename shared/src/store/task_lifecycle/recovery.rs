@@ -39,8 +39,9 @@ pub enum Release {
     /// Its shutdown cut them short (past the grace): handled as if the worker had died, so the
     /// job's `requests_recovery` decides, never its failed budget alone.
     Interrupted,
-    /// It does not hold them (their start committed while it saw an error): they never ran, so
-    /// they run again as the next attempt whatever the job says.
+    /// They never ran: it does not hold them (their start committed while it saw an error), or
+    /// it let them go before their commands started (the lease they were taken under ran out
+    /// meanwhile). They run again as the next attempt whatever the job says.
     NeverRan,
 }
 

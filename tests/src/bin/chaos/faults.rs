@@ -110,6 +110,15 @@ impl Ledger {
             .collect()
     }
 
+    /// The windows in which PostgreSQL was cut off from process `pid` alone, or refused it.
+    pub fn own_database_windows(&self, pid: u32) -> Vec<(Timestamp, Timestamp)> {
+        self.records
+            .iter()
+            .filter(|r| r.pid == Some(pid) && matches!(r.kind, "pg_partition" | "pg_refusal"))
+            .map(|r| (r.from, r.to))
+            .collect()
+    }
+
     /// The windows in which PostgreSQL was down or slow for everyone.
     pub fn database_windows(&self) -> Vec<(Timestamp, Timestamp)> {
         self.records

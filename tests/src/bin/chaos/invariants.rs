@@ -96,7 +96,9 @@ pub const CLOCK_SLACK_MS: i64 = 1000;
 
 /// How long after a database fault ends it still explains a worker letting its attempts go
 /// (`never ran`, `interrupted`), in seconds: a server just back answers everyone reconnecting
-/// at once, slowly. A process fault explains a loss only within the attempt's own span.
+/// at once, slowly; a worker cut off from it alone, or refused, may take a message under a
+/// lease that runs out before its start commits, and lets that attempt go unrun once it is
+/// back. A process fault explains any other loss only within the attempt's own span.
 pub const DATABASE_AFTERMATH_S: i64 = 10;
 
 /// What the checks read.
@@ -681,7 +683,9 @@ async fn log_matches_attempts(
 /// when the worker claimed it) to its loss (when recovery or the worker recorded it), widened
 /// by [`CLOCK_SLACK_MS`] only: the ledger's times and the database's are one host's clock. A
 /// fault before the start cannot have lost an attempt not yet held, and one after the loss was
-/// recorded did not cause it. A database fault's [`DATABASE_AFTERMATH_S`] counts as the fault.
+/// recorded did not cause it. For a worker's own release (`never ran`, `interrupted`), a
+/// database fault's [`DATABASE_AFTERMATH_S`] counts as the fault, that of its own partition or
+/// refusal too.
 async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>) -> Result<usize> {
     type Lost = (
         Uuid,
@@ -719,11 +723,17 @@ async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>)
             .as_deref()
             .is_some_and(|e| e.contains("never ran") || e.starts_with("interrupted"));
         // A database back from a fault is still slow for a while, every process reconnecting
-        // to it at once: its aftermath explains a worker's own release too.
+        // to it at once: its aftermath explains a worker's own release too. So does that of
+        // the worker's own partition or refusal: a start asked for under a lease that ran out
+        // during it commits once the worker is back, and the worker lets that attempt go.
         let slack = SignedDuration::from_millis(CLOCK_SLACK_MS);
         let aftermath = SignedDuration::from_secs(DATABASE_AFTERMATH_S);
+        let own_windows = pid.map_or_else(Vec::new, |pid| {
+            evidence.faults.own_database_windows(pid as u32)
+        });
         let by_database = windows
             .iter()
+            .chain(&own_windows)
             .any(|(f, t)| *f - slack <= to && from <= *t + aftermath);
         if !(by_process || (own_doing && by_database)) {
             // What the ledger says about that process, to tell a checker's miss from a bug.
