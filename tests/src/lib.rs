@@ -287,14 +287,17 @@ impl TestEnv {
                 return Ok(std::process::Stdio::null());
             };
             std::fs::create_dir_all(&dir)?;
-            let name = format!("{}-{}.{suffix}", args.join("_"), Uuid::now_v7());
+            let service = args.first().copied().unwrap_or("chime").replace('/', "_");
+            let name = format!("{service}-{}.{suffix}", Uuid::now_v7());
             Ok(std::fs::File::create(std::path::Path::new(&dir).join(name))?.into())
         };
-        Ok(self
-            .chime_command(args)?
+        let mut command = self.chime_command(args)?;
+        if kept {
+            command.env("RUST_LOG", "info");
+        }
+        Ok(command
             .envs(envs.iter().copied())
             .env("CHIME_DB_POOL_SIZE", "4")
-            .env("RUST_LOG", if kept { "info" } else { "warn" })
             .stdout(log("out")?)
             .stderr(log("err")?)
             .spawn()

@@ -446,8 +446,9 @@ async fn complete(worker: &Worker, origin: Origin<'_>, message: TaskMessage, lea
 /// transition gave back, or None if the attempt was not ready; None outside if the worker began
 /// draining first, or if the lease counted at `lease_mark` (when the worker took hold of the
 /// attempt) ran out meanwhile: a start asked for after that would commit under a later lease
-/// what was taken under an earlier one, and be let go unrun. (A start that committed unheard
-/// before is found running here but not held by the heartbeat, and released as never run.)
+/// what was taken under an earlier one, and be let go unrun. Giving it back spends one of the
+/// message's deliveries, once per lapse. (A start that committed unheard before is found
+/// running here but not held by the heartbeat, and released as never run.)
 async fn until_answered<V, F, Fut>(worker: &Worker, lease_mark: u64, ask: F) -> Option<Option<V>>
 where
     F: Fn() -> Fut,

@@ -92,6 +92,10 @@ enum Phase {
     Running,
     /// Executed; its end is being committed.
     Ending,
+    /// Found running here though this worker did not hold it, and being released as never run:
+    /// a delivery of it meanwhile is dropped as a duplicate (the release publishes its next
+    /// attempt), so this worker never runs what it is releasing.
+    Releasing,
 }
 
 /// An attempt this worker holds, and how to stop it.
@@ -226,6 +230,33 @@ impl Worker {
             },
         );
         Some((kill, abandon, mark))
+    }
+
+    /// Of `orphans` (attempts the database shows running here that this worker did not hold),
+    /// those it still does not hold, now held as [`Phase::Releasing`]: a delivery of one taken
+    /// between the heartbeat's look and the release is dropped instead of run. An orphan held
+    /// meanwhile is left to its holder. [`Worker::let_go`] each once its release is over.
+    fn claim_orphans(&self, orphans: &[AttemptKey]) -> Vec<AttemptKey> {
+        let Ok(mut held) = self.held.lock() else {
+            return Vec::new();
+        };
+        let mut claimed = Vec::new();
+        for key in orphans {
+            if held.contains_key(key) {
+                continue;
+            }
+            held.insert(
+                *key,
+                HeldAttempt {
+                    phase: Phase::Releasing,
+                    kill: CancellationToken::new(),
+                    abandon: CancellationToken::new(),
+                    shadowed: false,
+                },
+            );
+            claimed.push(*key);
+        }
+        claimed
     }
 
     /// Abandons running attempts — `only` these, or all of them — (self-fencing); returns how
@@ -673,7 +704,7 @@ async fn awaiting<T>(
 /// and acts on what each heartbeat learns: kills whose command was missed, attempts taken from
 /// this worker (abandoned at once), attempts running here that it does not hold (released once
 /// seen twice: an attempt whose start was being committed when the first heartbeat looked is held
-/// by the second). A session that fails is opened again at once. When the lease runs out
+/// by the second; held as releasing meanwhile, so a delivery of it is dropped, not run). A session that fails is opened again at once. When the lease runs out
 /// unrenewed, every running attempt is abandoned (see [`lease`]); a refusal by the database
 /// server holds the lease on under a grace mark on the broker instead (`refusal_grace`).
 async fn liveness_loop(
@@ -824,19 +855,27 @@ async fn liveness_loop(
             suspects = unheld;
             // Released on a task of its own, one batch at a time: a slow pool must not hold up
             // the next renewal. Orphans left while a batch is under way are found again.
-            if !orphans.is_empty() && releasing.as_ref().is_none_or(|r| r.is_finished()) {
+            let orphans = if releasing.as_ref().is_none_or(|r| r.is_finished()) {
+                worker.claim_orphans(&orphans)
+            } else {
+                Vec::new()
+            };
+            if !orphans.is_empty() {
                 let worker = worker.clone();
                 releasing = Some(tokio::spawn(
                     async move {
-                        match task_lifecycle::release_attempts(
+                        let released = task_lifecycle::release_attempts(
                             &worker.store,
                             worker.topology(),
                             &worker.identity,
                             &orphans,
                             task_lifecycle::Release::NeverRan,
                         )
-                        .await
-                        {
+                        .await;
+                        for key in &orphans {
+                            worker.let_go(*key);
+                        }
+                        match released {
                             Ok(released) => {
                                 warn!(released, "released attempts started under this worker that it never ran");
                                 metrics::counter!("chime_worker_unheld_released_total")

@@ -97,8 +97,8 @@ pub const CLOCK_SLACK_MS: i64 = 1000;
 /// How long after a database fault ends it still explains a worker letting its attempts go
 /// (`never ran`, `interrupted`), in seconds: a server just back answers everyone reconnecting
 /// at once, slowly; a worker cut off from it alone, or refused, may take a message under a
-/// lease that runs out before its start commits, and lets that attempt go unrun once it is
-/// back. A process fault explains any other loss only within the attempt's own span.
+/// lease that runs out before its start commits, and lets that attempt go unrun (`never ran`)
+/// once it is back. A process fault explains any other loss only within the attempt's own span.
 pub const DATABASE_AFTERMATH_S: i64 = 10;
 
 /// What the checks read.
@@ -684,8 +684,8 @@ async fn log_matches_attempts(
 /// by [`CLOCK_SLACK_MS`] only: the ledger's times and the database's are one host's clock. A
 /// fault before the start cannot have lost an attempt not yet held, and one after the loss was
 /// recorded did not cause it. For a worker's own release (`never ran`, `interrupted`), a
-/// database fault's [`DATABASE_AFTERMATH_S`] counts as the fault, that of its own partition or
-/// refusal too.
+/// database fault's [`DATABASE_AFTERMATH_S`] counts as the fault; for an attempt it let go unrun
+/// (`never ran`), that of its own partition or refusal too.
 async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>) -> Result<usize> {
     type Lost = (
         Uuid,
@@ -719,18 +719,22 @@ async fn losses_explained(evidence: &Evidence<'_>, violations: &mut Vec<String>)
         // A database that is away or slow explains a start the worker never heard answered,
         // and a worker that let its attempts go when it could not renew its lease in time
         // (interrupted); never a worker declared dead ("stopped responding").
-        let own_doing = error
-            .as_deref()
-            .is_some_and(|e| e.contains("never ran") || e.starts_with("interrupted"));
+        let never_ran = error.as_deref().is_some_and(|e| e.contains("never ran"));
+        let own_doing = never_ran
+            || error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("interrupted"));
         // A database back from a fault is still slow for a while, every process reconnecting
-        // to it at once: its aftermath explains a worker's own release too. So does that of
-        // the worker's own partition or refusal: a start asked for under a lease that ran out
-        // during it commits once the worker is back, and the worker lets that attempt go.
+        // to it at once: its aftermath explains a worker's own release too. That of the
+        // worker's own partition or refusal explains an attempt let go unrun: a start asked for
+        // under a lease that ran out during it commits once the worker is back. Never one
+        // interrupted after it: the worker is not slowed then, and would have run it.
         let slack = SignedDuration::from_millis(CLOCK_SLACK_MS);
         let aftermath = SignedDuration::from_secs(DATABASE_AFTERMATH_S);
-        let own_windows = pid.map_or_else(Vec::new, |pid| {
-            evidence.faults.own_database_windows(pid as u32)
-        });
+        let own_windows = match pid {
+            Some(pid) if never_ran => evidence.faults.own_database_windows(*pid as u32),
+            _ => Vec::new(),
+        };
         let by_database = windows
             .iter()
             .chain(&own_windows)
