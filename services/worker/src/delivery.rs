@@ -176,7 +176,10 @@ async fn run(
         }
         let key = (message.task_id, message.attempt);
         let Some((kill, abandon, lease_mark)) = worker.hold(key) else {
-            debug!("this worker holds the attempt already (a duplicate delivery); dropping");
+            debug!(
+                "this worker holds the attempt already (a duplicate delivery, or one it is \
+                 releasing as never run); dropping"
+            );
             metrics::counter!("chime_worker_duplicates_total").increment(1);
             origin.ack().await;
             return;

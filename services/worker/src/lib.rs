@@ -700,11 +700,61 @@ async fn awaiting<T>(
     }
 }
 
+/// Attempts [`Worker::claim_orphans`] claimed, let go when dropped.
+struct Claimed {
+    worker: Arc<Worker>,
+    keys: Vec<AttemptKey>,
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        for key in &self.keys {
+            self.worker.let_go(*key);
+        }
+    }
+}
+
+/// Releases `orphans` (claimed) as never run, trying again while the database does not answer,
+/// until `stop`: let go after an error, a release whose commit landed unheard would leave them
+/// free to be taken here again before it shows.
+async fn release_unheld(worker: &Worker, orphans: &[AttemptKey], stop: &CancellationToken) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match task_lifecycle::release_attempts(
+            &worker.store,
+            worker.topology(),
+            &worker.identity,
+            orphans,
+            task_lifecycle::Release::NeverRan,
+        )
+        .await
+        {
+            Ok(released) => {
+                warn!(
+                    released,
+                    "released attempts started under this worker that it never ran"
+                );
+                metrics::counter!("chime_worker_unheld_released_total").increment(released as u64);
+                return;
+            }
+            Err(error) => {
+                warn!(%error, ?delay, "cannot release attempts this worker never ran; retrying")
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
 /// Renews the worker's lease over its liveness session every [`workers::HEARTBEAT_INTERVAL`]
 /// and acts on what each heartbeat learns: kills whose command was missed, attempts taken from
 /// this worker (abandoned at once), attempts running here that it does not hold (released once
 /// seen twice: an attempt whose start was being committed when the first heartbeat looked is held
-/// by the second; held as releasing meanwhile, so a delivery of it is dropped, not run). A session that fails is opened again at once. When the lease runs out
+/// by the second; held as releasing meanwhile, so a delivery of it is dropped, not run). A
+/// session that fails is opened again at once. When the lease runs out
 /// unrenewed, every running attempt is abandoned (see [`lease`]); a refusal by the database
 /// server holds the lease on under a grace mark on the broker instead (`refusal_grace`).
 async fn liveness_loop(
@@ -862,29 +912,16 @@ async fn liveness_loop(
             };
             if !orphans.is_empty() {
                 let worker = worker.clone();
+                let stop = stop.clone();
                 releasing = Some(tokio::spawn(
                     async move {
-                        let released = task_lifecycle::release_attempts(
-                            &worker.store,
-                            worker.topology(),
-                            &worker.identity,
-                            &orphans,
-                            task_lifecycle::Release::NeverRan,
-                        )
-                        .await;
-                        for key in &orphans {
-                            worker.let_go(*key);
-                        }
-                        match released {
-                            Ok(released) => {
-                                warn!(released, "released attempts started under this worker that it never ran");
-                                metrics::counter!("chime_worker_unheld_released_total")
-                                    .increment(released as u64);
-                            }
-                            Err(error) => {
-                                warn!(%error, "cannot release attempts this worker never ran")
-                            }
-                        }
+                        // Let go however the release ends, a panic included: a key left
+                        // releasing would be held for good, never found unheld again.
+                        let _claimed = Claimed {
+                            worker: worker.clone(),
+                            keys: orphans.clone(),
+                        };
+                        release_unheld(&worker, &orphans, &stop).await;
                     }
                     .in_current_span(),
                 ));
