@@ -153,6 +153,21 @@ impl TestEnv {
         Ok((proxy, url.to_string()))
     }
 
+    /// Starts `chime worker --concurrency N` reaching PostgreSQL through a proxy of its own
+    /// ([`TestEnv::database_proxy`]), to cut, refuse or slow that worker alone; killed when
+    /// the handle is dropped.
+    pub async fn proxied_worker(
+        &self,
+        concurrency: u16,
+    ) -> Result<(proxy::Proxy, tokio::process::Child)> {
+        let (proxy, url) = self.database_proxy().await?;
+        let worker = self.spawn_chime_with(
+            &["worker", "--concurrency", &concurrency.to_string()],
+            &[("CHIME_DATABASE_URL", url.as_str())],
+        )?;
+        Ok((proxy, worker))
+    }
+
     /// The URL of the API (once started).
     pub fn api_url(&self) -> &str {
         &self.settings.api_url

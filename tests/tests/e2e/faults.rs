@@ -537,11 +537,7 @@ async fn a_postgresql_a_second_away_lengthens_the_lease_instead_of_ending_every_
         dependency: false,
     })
     .await?;
-    let (proxy, url) = env.database_proxy().await?;
-    let _worker = env.spawn_chime_with(
-        &["worker", "--concurrency", "3"],
-        &[("CHIME_DATABASE_URL", url.as_str())],
-    )?;
+    let (proxy, _worker) = env.proxied_worker(3).await?;
     eventually("the worker to be online", || async {
         let online: i64 =
             sqlx::query_scalar("SELECT count(*) FROM workers WHERE status = 'online'")

@@ -452,11 +452,7 @@ async fn a_worker_refused_alone_by_postgresql_never_runs_beside_a_rerun() -> Res
         dependency: false,
     })
     .await?;
-    let (proxy, url) = env.database_proxy().await?;
-    let _refused = env.spawn_chime_with(
-        &["worker", "--concurrency", "4"],
-        &[("CHIME_DATABASE_URL", url.as_str())],
-    )?;
+    let (proxy, _refused) = env.proxied_worker(4).await?;
     online_workers(&env, 1).await?;
     let dir = chime_tests::scratch_dir("refused-worker")?;
     let log = dir.join("log");
@@ -560,11 +556,7 @@ async fn a_message_taken_before_the_lease_ran_out_runs_once_the_worker_is_back()
         dependency: false,
     })
     .await?;
-    let (proxy, url) = env.database_proxy().await?;
-    let _refused = env.spawn_chime_with(
-        &["worker", "--concurrency", "1"],
-        &[("CHIME_DATABASE_URL", url.as_str())],
-    )?;
+    let (proxy, _refused) = env.proxied_worker(1).await?;
     online_workers(&env, 1).await?;
     proxy.refuse();
     // Delivered to the worker while its lease holds, under the grace the refusal began.
